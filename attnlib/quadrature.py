@@ -14,7 +14,7 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy.special import ndtri
 from scipy.stats import qmc
 
-__all__ = ["Quadrature", "gauss_hermite_1d", "gaussian_rule"]
+__all__ = ["Quadrature", "gauss_hermite_1d", "gaussian_rule", "reduced_rule"]
 
 _RULES = ("gauss-hermite", "sobol")
 
@@ -23,6 +23,8 @@ _RULES = ("gauss-hermite", "sobol")
 def gauss_hermite_1d(order: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights of the ``order``-point Gauss-Hermite rule for ``N(0, 1)`` (weights sum to 1)."""
     x, w = hermegauss(order)
+    x = 0.5 * (x - x[::-1])  # exactly antisymmetric, so that reflections map the grid onto itself
+    w = 0.5 * (w + w[::-1])
     w = w / w.sum()
     x.setflags(write=False)
     w.setflags(write=False)
@@ -64,6 +66,10 @@ class Quadrature:
         """Points ``(N, dim)`` and weights ``(N,)`` of this rule in ``dim`` dimensions (cached, read-only)."""
         return gaussian_rule(self.rule, self.order, self.seed, int(dim))
 
+    def reduced_points(self, dim: int, generators: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+        """Points and weights with the orbits of a symmetry group merged (see :func:`reduced_rule`)."""
+        return reduced_rule(self.rule, self.order, self.seed, int(dim), tuple(generators))
+
 
 @functools.lru_cache(maxsize=32)
 def gaussian_rule(rule: str, order: int, seed: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -86,3 +92,38 @@ def gaussian_rule(rule: str, order: int, seed: int, dim: int) -> tuple[np.ndarra
     pts.setflags(write=False)
     wts.setflags(write=False)
     return pts, wts
+
+
+@functools.lru_cache(maxsize=32)
+def reduced_rule(rule: str, order: int, seed: int, dim: int, generators: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """A tensor Gauss-Hermite rule folded by a group of signed coordinate permutations.
+
+    Each generator is ``(perm, signs)`` acting as ``x -> signs * x[perm]``; the generators must be commuting
+    involutions (so the group is the set of their products). If the integrand is invariant under the group,
+    ``sum_i w_i f(x_i)`` equals the sum over one representative per orbit with the orbit's total weight,
+    which cuts the number of integrand evaluations by up to the group order. The Gauss-Hermite grid is
+    exactly symmetric (:func:`gauss_hermite_1d`), so the group maps nodes onto nodes. Sobol rules are
+    returned unfolded (their points are not symmetric).
+    """
+    pts, wts = gaussian_rule(rule, order, seed, dim)
+    if rule != "gauss-hermite" or not generators:
+        return pts, wts
+    n = order
+    idx = np.stack(np.unravel_index(np.arange(n**dim), (n,) * dim), axis=-1)
+    group = [(tuple(range(dim)), (1,) * dim)]
+    for perm, signs in generators:
+        perm, signs = tuple(perm), tuple(signs)
+        group += [(tuple(p[i] for i in perm), tuple(sg[i] * signs[j] for j, i in enumerate(perm)))
+                  for p, sg in group]
+    rep = np.full(len(idx), np.iinfo(np.int64).max)
+    for perm, signs in group:
+        mapped = idx[:, list(perm)]
+        mapped = np.where(np.array(signs) < 0, n - 1 - mapped, mapped)
+        flat = np.ravel_multi_index(tuple(mapped.T), (n,) * dim)
+        rep = np.minimum(rep, flat)
+    reps, inverse = np.unique(rep, return_inverse=True)
+    w_red = np.bincount(inverse, weights=wts)
+    p_red = np.ascontiguousarray(pts[reps])
+    p_red.setflags(write=False)
+    w_red.setflags(write=False)
+    return p_red, w_red

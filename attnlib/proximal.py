@@ -1,0 +1,186 @@
+"""The proximal (output-channel) step of the state evolution, solved for all quadrature nodes at once.
+
+For each node, with centre ``c`` in R^2, width ``V > 0`` and teacher diagonal ``t = (T_11, T_22)``, the
+proximal point is (spec section 3)
+
+    h_hat = argmin_h  F(h),   F(h) = ||h - c||^2 / (2V) + (sigma^2/2) ||S(h) - T||_F^2,
+
+and ``M = F(h_hat)`` is the Moreau envelope used by the training loss. ``F`` is **not convex**: the loss term
+is bounded (``0 <= loss <= 2 sigma^2``) but has several valleys, so ``F`` can have two or more local minima.
+
+How local minima are handled
+----------------------------
+Every minimiser satisfies ``||h_hat - c||^2 <= 2 V loss(c)`` (compare ``F(h_hat) <= F(c)``), so all
+candidates live in a disc around ``c``. Two modes are offered:
+
+``mode="global"`` (default, the literal replica-symmetric prescription)
+    Damped Newton descent is started, for every node at once, from ``c``, from ``0``, from the previous
+    iteration's proximal points (if given) and from ``n_ring`` points on a circle of half the disc radius
+    around ``c``; the candidate with the lowest ``F`` is kept.
+``mode="from-zero"`` (the authors' numerics)
+    One local descent from ``h = 0``.
+
+The descent is a vectorised Newton method with an eigenvalue-shifted Hessian (so each step is a descent
+direction) and a vectorised backtracking line search (Armijo). All derivatives are analytic
+(:func:`attnlib.attention.output_loss_derivatives`); no Python loop runs over nodes, and converged nodes are
+dropped from the working set.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .attention import output_loss, output_loss_derivatives
+
+__all__ = ["ProxResult", "prox_objective", "minimise_locally", "solve_prox", "PROX_MODES"]
+
+PROX_MODES = ("global", "from-zero")
+_STEPS = 0.5 ** np.arange(12)  # backtracking step sizes tried at once
+
+
+@dataclass(frozen=True)
+class ProxResult:
+    """Proximal points of a batch of nodes.
+
+    Attributes
+    ----------
+    h : ndarray (N, 2)
+        Proximal points ``h_hat``.
+    value : ndarray (N,)
+        ``M = F(h_hat)``, the minimal value (Moreau envelope).
+    grad_norm : ndarray (N,)
+        ``||grad F(h_hat)||`` (small at a stationary point).
+    n_iter : int
+        Largest number of Newton iterations used by any descent.
+    """
+
+    h: np.ndarray
+    value: np.ndarray
+    grad_norm: np.ndarray
+    n_iter: int
+
+
+def prox_objective(h: np.ndarray, c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float) -> np.ndarray:
+    """``F(h) = ||h - c||^2/(2V) + (sigma^2/2)||S(h) - T||_F^2`` (broadcasts over leading axes)."""
+    d = h - c
+    return np.sum(d * d, axis=-1) / (2.0 * V) + output_loss(h, t_diag, sigma)
+
+
+def minimise_locally(h0: np.ndarray, c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float,
+                     tol: float = 1e-10, max_iter: int = 60) -> ProxResult:
+    """Local minimisation of ``F`` from ``h0`` for every node (vectorised shifted-Newton descent).
+
+    Parameters
+    ----------
+    h0, c, t_diag : ndarray (N, 2)
+        Starting points, centres and teacher diagonals.
+    V : float
+        Width of the quadratic term, ``> 0``.
+    sigma : float
+        Token-content scale (the loss is ``sigma^2 sum_l (S_ll - T_ll)^2``).
+    tol : float
+        Stop a node when ``||grad F|| <= tol``.
+    max_iter : int
+        Newton iterations at most.
+    """
+    h = np.array(h0, dtype=float, copy=True)
+    n = h.shape[0]
+    grad_norm = np.full(n, np.inf)
+    active = np.arange(n)
+    inv_v = 1.0 / V
+    it = 0
+    for it in range(1, max_iter + 1):
+        ha, ca, ta = h[active], c[active], t_diag[active]
+        val, g, (H11, H12, H22) = output_loss_derivatives(ha, ta, sigma)
+        diff = ha - ca
+        val = val + 0.5 * inv_v * np.sum(diff * diff, axis=-1)
+        g = g + inv_v * diff
+        H11 = H11 + inv_v
+        H22 = H22 + inv_v
+        gn = np.hypot(g[:, 0], g[:, 1])
+        grad_norm[active] = gn
+        keep = gn > tol
+        if not np.any(keep):
+            active = active[:0]
+            break
+        if not np.all(keep):
+            active, ha, ca, ta, val, g = active[keep], ha[keep], ca[keep], ta[keep], val[keep], g[keep]
+            H11, H12, H22 = H11[keep], H12[keep], H22[keep]
+        # shift the Hessian so that its smallest eigenvalue is at least inv_v / 4 (descent direction)
+        half_tr = 0.5 * (H11 + H22)
+        rad = np.hypot(0.5 * (H11 - H22), H12)
+        shift = np.maximum(0.0, 0.25 * inv_v - (half_tr - rad))
+        a, b, d = H11 + shift, H12, H22 + shift
+        det = a * d - b * b
+        p = np.stack([-(d * g[:, 0] - b * g[:, 1]) / det, -(a * g[:, 1] - b * g[:, 0]) / det], axis=-1)
+        slope = np.sum(g * p, axis=-1)  # < 0
+        # Armijo, with a round-off allowance so that the last quadratically convergent steps are accepted;
+        # the full step is tried first and only the nodes where it fails backtrack (all sizes at once)
+        slack = 8.0 * np.finfo(float).eps * np.maximum(np.abs(val), 1.0)
+        bound = val + slack
+        step = np.ones_like(val)
+        fail = prox_objective(ha + p, ca, ta, V, sigma) > bound + 1e-4 * slope
+        if np.any(fail):
+            trial = ha[fail][None] + _STEPS[1:, None, None] * p[fail][None]
+            f_trial = prox_objective(trial, ca[fail][None], ta[fail][None], V, sigma)
+            ok = f_trial <= bound[fail][None] + 1e-4 * _STEPS[1:, None] * slope[fail][None]
+            any_ok = ok.any(axis=0)
+            step[fail] = np.where(any_ok, _STEPS[1:][ok.argmax(axis=0)], 0.0)
+        h[active] = ha + step[:, None] * p
+    else:
+        # recompute the gradient norm of the nodes still active after the last step
+        if active.size:
+            _, g, _ = output_loss_derivatives(h[active], t_diag[active], sigma)
+            g = g + inv_v * (h[active] - c[active])
+            grad_norm[active] = np.hypot(g[:, 0], g[:, 1])
+    value = prox_objective(h, c, t_diag, V, sigma)
+    return ProxResult(h=h, value=value, grad_norm=grad_norm, n_iter=it)
+
+
+def _ring_starts(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, n_ring: int) -> list[np.ndarray]:
+    radius = 0.5 * np.sqrt(2.0 * V * output_loss(c, t_diag, sigma))
+    angles = 2.0 * np.pi * (np.arange(n_ring) + 0.5) / n_ring
+    return [c + radius[:, None] * np.array([np.cos(a), np.sin(a)]) for a in angles]
+
+
+def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: str = "global",
+               warm: np.ndarray | None = None, n_ring: int = 4, tol: float = 1e-10,
+               max_iter: int = 60) -> ProxResult:
+    """Proximal points of all nodes (see the module docstring for the treatment of local minima).
+
+    Parameters
+    ----------
+    c, t_diag : ndarray (N, 2)
+        Centres ``c`` and teacher diagonals ``(T_11, T_22)``.
+    V : float
+        Width ``V > 0``.
+    sigma : float
+        Token-content scale.
+    mode : {"global", "from-zero"}
+        Multi-start global minimisation, or one local descent from ``h = 0``.
+    warm : ndarray (N, 2), optional
+        Extra starting points (the previous iteration's proximal points), used in ``"global"`` mode only.
+    n_ring : int
+        Extra starts on a circle around ``c`` in ``"global"`` mode.
+    """
+    if mode not in PROX_MODES:
+        raise ValueError(f"mode must be one of {PROX_MODES}, got {mode!r}")
+    if not (np.isfinite(V) and V > 0):
+        raise ValueError(f"V must lie in (0, inf), got {V!r}")
+    c = np.asarray(c, dtype=float)
+    t_diag = np.asarray(t_diag, dtype=float)
+    if mode == "from-zero":
+        return minimise_locally(np.zeros_like(c), c, t_diag, V, sigma, tol, max_iter)
+    starts = [c, np.zeros_like(c)]
+    if warm is not None:
+        starts.append(np.asarray(warm, dtype=float))
+    if n_ring:
+        starts.extend(_ring_starts(c, t_diag, V, sigma, n_ring))
+    k, n = len(starts), c.shape[0]
+    res = minimise_locally(np.concatenate(starts), np.tile(c, (k, 1)), np.tile(t_diag, (k, 1)), V, sigma,
+                           tol, max_iter)
+    values = res.value.reshape(k, n)
+    best = np.argmin(values, axis=0)
+    idx = best * n + np.arange(n)
+    return ProxResult(h=res.h[idx], value=res.value[idx], grad_norm=res.grad_norm[idx], n_iter=res.n_iter)

@@ -1,0 +1,391 @@
+"""State evolution (replica fixed-point equations) of the global minimum of the empirical risk.
+
+Implements spec section 3 for ``L = 2``, ``r = 1``. Given the overlaps ``(q, m, V, theta)``, for every
+quadrature node ``(xi, eta) ~ N(0, I_4)``
+
+    c = sqrt(q) xi + m s,   T = T(h*(xi, eta)),   h_hat = prox(c, T; V),   g = (h_hat - c) / V,
+
+the conjugates are
+
+    m_hat     = alpha E[s . g]
+    q_hat     = alpha E[|g|^2]
+    theta_hat = alpha E[g . eta] / sqrt(rho - theta^2/q)
+    V_hat     = -alpha E[g . xi] / sqrt(q) + theta theta_hat / q,
+
+and, with ``D = lambda + sigma^2 V_hat``, the overlaps are updated as
+
+    V = sigma^2/D,   m = m_hat/D,   theta = sigma^2 rho theta_hat/D,
+    q = sigma^2 (sigma^2 q_hat + m_hat^2 + sigma^2 rho theta_hat^2)/D^2.
+
+At the fixed point the training loss is ``eps_t = -Phi`` with
+
+    Phi = (V_hat q - q_hat V)/2 - m m_hat - theta theta_hat
+          + (sigma^2 q_hat + m_hat^2 + sigma^2 rho theta_hat^2)/(2D) - alpha E[M],
+
+``M`` the minimal value of the proximal problem, and the test error is ``eps_g(q, m, theta)``
+(:func:`attnlib.generalisation.test_error_from_overlaps`).
+
+Branches are followed by holding an overlap at exactly zero where a symmetry preserves it (spec section 3):
+``"positional"`` holds ``theta = 0`` (always exact: the teacher is even in ``h*``), ``"semantic"`` holds
+``m = 0`` when ``A_11 = A_22`` (token-swap symmetry; for another ``A`` it iterates freely from a
+semantic start), ``"agnostic"`` holds both (token-swap-symmetric ``A`` only).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .attention import teacher_diagonal
+from .exceptions import ConvergenceWarning
+from .generalisation import POSITION_SIGNS, test_error_from_overlaps
+from .params import TaskParams, check_alpha, check_finite_scalar
+from .proximal import PROX_MODES, solve_prox
+from .quadrature import Quadrature
+
+__all__ = ["Overlaps", "Conjugates", "SESolver", "SEResult", "BRANCHES", "default_start", "symmetry_generators",
+           "conjugates_and_energy", "overlaps_from_conjugates", "state_evolution_step",
+           "solve_state_evolution"]
+
+BRANCHES = ("semantic", "positional", "agnostic")
+
+
+@dataclass(frozen=True)
+class Overlaps:
+    """Order parameters ``(q, m, V, theta)`` of the student (spec section 2; ``V`` is the response width)."""
+
+    q: float
+    m: float
+    V: float
+    theta: float
+
+    def as_array(self) -> np.ndarray:
+        return np.array([self.q, self.m, self.V, self.theta])
+
+    @classmethod
+    def from_array(cls, x) -> "Overlaps":
+        return cls(*(float(v) for v in x))
+
+
+@dataclass(frozen=True)
+class Conjugates:
+    """Conjugate parameters ``(q_hat, m_hat, V_hat, theta_hat)``."""
+
+    q_hat: float
+    m_hat: float
+    V_hat: float
+    theta_hat: float
+
+
+@dataclass(frozen=True)
+class SESolver:
+    """Numerical settings of the state-evolution solver (kept apart from the model's :class:`TaskParams`).
+
+    Parameters
+    ----------
+    quadrature : Quadrature
+        Rule for the 4-dimensional expectation over ``(xi, eta)``.
+    prox_mode : {"global", "from-zero"}
+        Treatment of the non-convex proximal problem (:mod:`attnlib.proximal`).
+    n_ring : int
+        Extra starts of the global proximal search.
+    tol : float
+        Convergence when every overlap moves by less than ``tol`` relative (absolute below ``1e-4``).
+    max_iter : int
+        Outer iterations at most.
+    damping : float
+        Weight of the new iterate in a plain damped step, in ``(0, 1]``.
+    anderson : int
+        History length of Anderson acceleration (0 switches it off).
+    """
+
+    quadrature: Quadrature = field(default_factory=lambda: Quadrature("gauss-hermite", 10))
+    prox_mode: str = "global"
+    n_ring: int = 4
+    tol: float = 1e-7
+    max_iter: int = 400
+    damping: float = 0.5
+    anderson: int = 4
+
+    def __post_init__(self):
+        if self.prox_mode not in PROX_MODES:
+            raise ValueError(f"prox_mode must be one of {PROX_MODES}, got {self.prox_mode!r}")
+        if not (0.0 < check_finite_scalar("damping", self.damping) <= 1.0):
+            raise ValueError(f"damping must lie in (0, 1], got {self.damping!r}")
+        if not (0.0 < check_finite_scalar("tol", self.tol) < 1.0):
+            raise ValueError(f"tol must lie in (0, 1), got {self.tol!r}")
+        for name in ("max_iter", "anderson", "n_ring"):
+            v = getattr(self, name)
+            lo = 1 if name == "max_iter" else 0
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+
+@dataclass(frozen=True)
+class SEResult:
+    """A fixed point of the state evolution and what it predicts.
+
+    ``test_error`` is ``eps_g``, ``train_loss`` is ``eps_t = -Phi`` (spec sections 2-3). When
+    ``converged`` is False the numbers are the last iterate, not a fixed point.
+    """
+
+    params: TaskParams
+    alpha: float
+    branch: str
+    q: float
+    m: float
+    V: float
+    theta: float
+    q_hat: float
+    m_hat: float
+    V_hat: float
+    theta_hat: float
+    test_error: float
+    train_loss: float
+    converged: bool
+    n_iter: int
+    residual: float
+    seconds: float = 0.0
+    residual_history: tuple = ()
+
+    @property
+    def overlaps(self) -> Overlaps:
+        return Overlaps(self.q, self.m, self.V, self.theta)
+
+    def as_row(self) -> dict:
+        """Tidy-table row (no history)."""
+        row = {k: v for k, v in asdict(self).items() if k not in ("params", "residual_history")}
+        row.update(self.params.as_dict())
+        return row
+
+
+def _hold(params: TaskParams, branch: str) -> tuple[bool, bool]:
+    """(hold_m, hold_theta) for a branch."""
+    if branch not in BRANCHES:
+        raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+    if branch == "agnostic" and not params.swap_symmetric:
+        raise ValueError("branch 'agnostic' needs a token-swap-symmetric A (A_11 == A_22): otherwise m = 0 "
+                         "is not a fixed point")
+    hold_m = branch in ("semantic", "agnostic") and params.swap_symmetric
+    hold_theta = branch in ("positional", "agnostic")
+    return hold_m, hold_theta
+
+
+def default_start(params: TaskParams, branch: str) -> Overlaps:
+    """Starting overlaps of a branch: close to the teacher (semantic), to the positional direction
+    (positional), or a small uninformed student (agnostic)."""
+    rho = params.rho
+    if branch == "semantic":
+        q = rho
+        m = 0.0 if params.swap_symmetric else 0.01
+        return Overlaps(q=q, m=m, V=1.0, theta=0.9 * np.sqrt(rho * q))
+    if branch == "positional":
+        return Overlaps(q=0.2 * rho, m=0.25, V=1.0, theta=0.0)
+    if branch == "agnostic":
+        return Overlaps(q=0.2 * rho, m=0.0, V=1.0, theta=0.0)
+    raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+
+
+def _check_state(x: Overlaps, rho: float) -> None:
+    if not (np.isfinite(x.as_array()).all() and x.q > 0 and x.V > 0 and x.theta**2 <= rho * x.q * (1 + 1e-12)):
+        raise FloatingPointError(f"invalid overlaps {x}")
+
+
+def symmetry_generators(params: TaskParams, hold=(False, False)) -> tuple:
+    """Symmetries of the state-evolution integrands, as signed permutations of ``(xi_1, xi_2, eta_1, eta_2)``.
+
+    * ``A_11 = A_22``: ``(xi, eta) -> (-swap xi, -swap eta)`` maps ``c -> -swap c``, ``T -> swap T``, hence
+      ``g -> -swap g``, leaving every integrand invariant.
+    * ``theta = 0`` held: ``eta -> -eta`` leaves ``T`` and ``c`` unchanged (only the held ``theta_hat``
+      integrand changes sign).
+    * ``m = 0`` held: ``(xi, eta) -> (-xi, -eta)`` maps ``g -> -g`` (only the held ``m_hat`` integrand
+      changes sign).
+    """
+    gens = []
+    if params.swap_symmetric:
+        gens.append(((1, 0, 3, 2), (-1, -1, -1, -1)))
+    if hold[1]:
+        gens.append(((0, 1, 2, 3), (1, 1, -1, -1)))
+    if hold[0]:
+        gens.append(((0, 1, 2, 3), (-1, -1, -1, -1)))
+    return tuple(gens)
+
+
+def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: np.ndarray,
+                          weights: np.ndarray, solver: SESolver, hold=(False, False),
+                          warm: np.ndarray | None = None, full_search: bool = True):
+    """Conjugates of the overlaps ``x`` (spec section 3), the mean proximal value ``E[M]`` and the proximal
+    points (for warm starts). ``full_search=False`` skips the ring starts of the global proximal search
+    (used between the full searches of :func:`solve_state_evolution`).
+
+    Returns
+    -------
+    Conjugates, float, ndarray (N, 2)
+    """
+    rho = params.rho
+    xi, eta = nodes[:, :2], nodes[:, 2:]
+    sq = np.sqrt(x.q)
+    b = np.sqrt(max(rho - x.theta**2 / x.q, 0.0))
+    c = sq * xi + x.m * POSITION_SIGNS
+    t_diag = teacher_diagonal((x.theta / sq) * xi + b * eta, params)
+    prox = solve_prox(c, t_diag, x.V, params.sigma, mode=solver.prox_mode, warm=warm,
+                      n_ring=solver.n_ring if full_search else 0)
+    g = (prox.h - c) / x.V
+    wg = weights[:, None] * g
+    hold_m, hold_theta = hold
+    m_hat = 0.0 if hold_m else alpha * float(np.sum(wg @ POSITION_SIGNS))
+    q_hat = alpha * float(np.sum(wg * g))
+    theta_hat = 0.0 if (hold_theta or b == 0.0) else alpha * float(np.sum(wg * eta)) / b
+    V_hat = -alpha * float(np.sum(wg * xi)) / sq + x.theta * theta_hat / x.q
+    return Conjugates(q_hat, m_hat, V_hat, theta_hat), float(weights @ prox.value), prox.h
+
+
+def overlaps_from_conjugates(params: TaskParams, hat: Conjugates) -> Overlaps:
+    """The input-side update of spec section 3 (ridge penalty + positional direction)."""
+    s2, rho = params.sigma**2, params.rho
+    D = params.lam + s2 * hat.V_hat
+    if not D > 0:
+        raise FloatingPointError(f"lambda + sigma^2 V_hat = {D} <= 0: no positive width V")
+    q = s2 * (s2 * hat.q_hat + hat.m_hat**2 + s2 * rho * hat.theta_hat**2) / D**2
+    return Overlaps(q=q, m=hat.m_hat / D, V=s2 / D, theta=s2 * rho * hat.theta_hat / D)
+
+
+def _free_energy(params: TaskParams, alpha: float, x: Overlaps, hat: Conjugates, mean_M: float) -> float:
+    s2, rho = params.sigma**2, params.rho
+    D = params.lam + s2 * hat.V_hat
+    return (0.5 * (hat.V_hat * x.q - hat.q_hat * x.V) - x.m * hat.m_hat - x.theta * hat.theta_hat
+            + (s2 * hat.q_hat + hat.m_hat**2 + s2 * rho * hat.theta_hat**2) / (2.0 * D) - alpha * mean_M)
+
+
+def state_evolution_step(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver | None = None,
+                         branch: str | None = None) -> Overlaps:
+    """One undamped update ``x -> F(x)`` of the state evolution (for checks of stationarity)."""
+    solver = solver or SESolver()
+    hold = _hold(params, branch) if branch else (False, False)
+    nodes, weights = solver.quadrature.points(4)
+    hat, _, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
+    return overlaps_from_conjugates(params, hat)
+
+
+def _residual(x: np.ndarray, fx: np.ndarray) -> float:
+    return float(np.max(np.abs(fx - x) / np.maximum(np.abs(x), 1e-4)))
+
+
+def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "semantic",
+                          start: Overlaps | None = None, solver: SESolver | None = None,
+                          record_history: bool = False) -> SEResult:
+    """Iterate the state evolution of spec section 3 to a fixed point on a branch.
+
+    Parameters
+    ----------
+    params : TaskParams
+        The task.
+    alpha : float
+        Sample complexity ``n/d``, in ``(0, inf)``.
+    branch : {"semantic", "positional", "agnostic"}
+        Which fixed point to follow; symmetric overlaps are held at exactly zero (module docstring).
+    start : Overlaps, optional
+        Initial overlaps (a warm start); default :func:`default_start`.
+    solver : SESolver, optional
+        Numerical settings.
+    record_history : bool
+        Keep the residual of every iteration in ``residual_history``.
+
+    Returns
+    -------
+    SEResult
+        With ``converged=False`` (and a :class:`~attnlib.exceptions.ConvergenceWarning`) if the tolerance
+        was not reached in ``solver.max_iter`` iterations or the iteration left the domain
+        (``V <= 0``); the numbers are then the last valid iterate.
+    """
+    t0 = time.perf_counter()
+    alpha = check_alpha(alpha)
+    solver = solver or SESolver()
+    hold = _hold(params, branch)
+    x = start if start is not None else default_start(params, branch)
+    if not isinstance(x, Overlaps):
+        raise ValueError(f"start must be an Overlaps instance, got {type(x).__name__}")
+    hold_m, hold_theta = hold
+    x = Overlaps(q=x.q, m=0.0 if hold_m else x.m, V=x.V, theta=0.0 if hold_theta else x.theta)
+    try:
+        _check_state(x, params.rho)
+    except FloatingPointError as exc:
+        raise ValueError(f"start must satisfy q > 0, V > 0, theta^2 <= rho q: {exc}") from None
+    nodes, weights = solver.quadrature.reduced_points(4, symmetry_generators(params, hold))
+
+    warm = None
+    hist_x, hist_f = [], []
+    residuals = []
+    converged = False
+    failure = None
+    always_full = False  # the ring starts of the proximal search: first iteration, and to confirm convergence
+    it = 0
+    for it in range(1, solver.max_iter + 1):
+        try:
+            hat, mean_M, warm = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold, warm,
+                                                      full_search=always_full or it == 1)
+            fx_ov = overlaps_from_conjugates(params, hat)
+            _check_state(fx_ov, params.rho)
+            xa, fa = x.as_array(), fx_ov.as_array()
+            res = _residual(xa, fa)
+            if res < solver.tol and not (always_full or it == 1):
+                always_full = True  # confirm with the full search at the same point
+                hat, mean_M, warm = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold, warm)
+                fx_ov = overlaps_from_conjugates(params, hat)
+                _check_state(fx_ov, params.rho)
+                fa = fx_ov.as_array()
+                res = _residual(xa, fa)
+        except FloatingPointError as exc:
+            failure = str(exc)
+            break
+        residuals.append(res)
+        if res < solver.tol:
+            converged = True  # x is a fixed point; hat and mean_M were computed at x
+            break
+        new = _mix(xa, fa, hist_x, hist_f, solver)
+        cand = Overlaps.from_array(new)
+        try:
+            _check_state(cand, params.rho)
+        except FloatingPointError:
+            hist_x.clear()
+            hist_f.clear()
+            cand = Overlaps.from_array((1 - solver.damping) * xa + solver.damping * fa)
+        x = cand
+
+    if not converged:  # conjugates and energy at the returned (last valid) point
+        hat, mean_M, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold, warm)
+    phi = _free_energy(params, alpha, x, hat, mean_M)
+    eps_g = test_error_from_overlaps(params, x.q, x.m, x.theta)
+    if not converged:
+        why = failure or f"residual {residuals[-1]:.2e} > tol {solver.tol:g} after {it} iterations"
+        warnings.warn(f"state evolution did not converge (branch={branch}, alpha={alpha:g}, "
+                      f"omega={params.omega:g}): {why}", ConvergenceWarning, stacklevel=2)
+    return SEResult(params=params, alpha=alpha, branch=branch, q=x.q, m=x.m, V=x.V, theta=x.theta,
+                    q_hat=hat.q_hat, m_hat=hat.m_hat, V_hat=hat.V_hat, theta_hat=hat.theta_hat,
+                    test_error=eps_g, train_loss=-phi, converged=converged, n_iter=it,
+                    residual=residuals[-1] if residuals else float("inf"),
+                    seconds=time.perf_counter() - t0,
+                    residual_history=tuple(residuals) if record_history else ())
+
+
+def _mix(x: np.ndarray, fx: np.ndarray, hist_x: list, hist_f: list, solver: SESolver) -> np.ndarray:
+    """Damped Anderson mixing of the fixed-point map (type II, small history)."""
+    beta = solver.damping
+    if solver.anderson == 0:
+        return (1 - beta) * x + beta * fx
+    hist_x.append(x.copy())
+    hist_f.append(fx.copy())
+    if len(hist_x) > solver.anderson + 1:
+        hist_x.pop(0)
+        hist_f.pop(0)
+    if len(hist_x) < 2:
+        return (1 - beta) * x + beta * fx
+    X = np.array(hist_x)
+    G = np.array(hist_f) - X  # residuals
+    dG = np.diff(G, axis=0).T
+    dX = np.diff(X, axis=0).T
+    scale = np.maximum(np.abs(x), 1e-4)
+    gamma, *_ = np.linalg.lstsq(dG / scale[:, None], G[-1] / scale, rcond=None)
+    return x + beta * G[-1] - (dX + beta * dG) @ gamma
