@@ -1,0 +1,186 @@
+"""Headless-Chromium checks of the built book (pytest -m browser).
+
+The module fixture builds the book with ``jupyter-book build book`` from the repository root (the execution
+cache makes an up-to-date rebuild take seconds), serves ``_build/html`` over http on 127.0.0.1 and opens every
+page of the table of contents in Chromium (Debian's /usr/bin/chromium, driven by playwright; never
+``playwright install``). Per page it checks that the page loads, that every image loaded, that MathJax typeset
+the mathematics (no raw TeX delimiters left), that no notebook error or stderr output is shown and that the
+launch buttons are there. A full-page screenshot of each page is saved under ``_build/screenshots/``.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+HTML = ROOT / "_build" / "html"
+SHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Known, harmless: with Sphinx 7.4, sphinx-thebe 0.3.1's inline config script ends up twice in each page
+# (once with filename None, once with ''), so the second copy re-declares the same constants.
+KNOWN_JS_ERRORS = ("Identifier 'THEBE_JS_URL' has already been declared",)
+BINDER_PREFIX = "https://mybinder.org/v2/gh/attnlib/attention-phase-transition/main?urlpath=lab/tree/book/"
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def toc_files() -> list[str]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections"))
+            walk(entry.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    return files
+
+
+PAGES = toc_files()
+
+
+def has_math(name: str) -> bool:
+    """Does the page's source contain mathematics outside code cells?"""
+    text = (BOOK / f"{name}.md").read_text()
+    text = re.sub(r"^(```|~~~)[^\n]*\n.*?^\1\s*$", "", text, flags=re.S | re.M)  # drop fenced code
+    return bool(re.search(r"\$[^$\n]+\$|\$\$|\{math\}|\\begin\{", text))
+
+
+def code_cells(name: str) -> str:
+    text = (BOOK / f"{name}.md").read_text()
+    return "\n".join(re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.S | re.M))
+
+
+def expects_figure(name: str) -> bool:
+    """A page whose code cells draw with matplotlib must show at least one image."""
+    return bool(re.search(r"\bplt\.(plot|subplots|figure|show|imshow|scatter)\b|\.plot\(", code_cells(name)))
+
+
+def jupyter_book_command() -> list[str]:
+    exe = Path(sys.executable).parent / "jupyter-book"
+    return [str(exe) if exe.exists() else (shutil.which("jupyter-book") or "jupyter-book"), "build", "book"]
+
+
+@pytest.fixture(scope="module")
+def built_book() -> Path:
+    """Build (or incrementally rebuild) the book exactly as the README says; fail on any notebook error."""
+    if os.environ.get("BOOK_SKIP_BUILD") != "1":
+        proc = subprocess.run(jupyter_book_command(), cwd=ROOT, capture_output=True, text=True)
+        log = proc.stdout + proc.stderr
+        (ROOT / "_build").mkdir(exist_ok=True)
+        (ROOT / "_build" / "build.log").write_text(log)
+        assert proc.returncode == 0, f"jupyter-book build failed:\n{log[-6000:]}"
+        assert "build succeeded" in log, log[-3000:]
+    for name in PAGES:
+        assert (HTML / f"{name}.html").is_file(), f"missing page {name}.html"
+    return HTML
+
+
+@pytest.fixture(scope="module")
+def server(built_book: Path):
+    handler = functools.partial(QuietHandler, directory=str(built_book))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest output readable
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+# JavaScript run in the page once MathJax is done: what the checks need, in one round trip.
+INSPECT_JS = r"""
+() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const clone = article.cloneNode(true);
+  clone.querySelectorAll('pre, .highlight, script, style, mjx-container, mjx-assistive-mml').forEach(e => e.remove());
+  const imgs = Array.from(article.querySelectorAll('img'));
+  return {
+    text: clone.textContent,
+    fullText: article.innerText,
+    nImg: imgs.length,
+    brokenImgs: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
+    nMath: document.querySelectorAll('mjx-container').length,
+    nMathError: document.querySelectorAll('mjx-merror').length,
+    nStderr: document.querySelectorAll('.output.stderr, .output.error, .output.traceback').length,
+    binder: Array.from(document.querySelectorAll('a[href*="mybinder.org"]')).map(a => a.href),
+    thebe: document.querySelectorAll('.btn-launch-thebe, .thebe-launch-button').length,
+  };
+}
+"""
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_renders(name: str, server: str, browser) -> None:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    external: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith((server, "data:", "blob:")) else external.append(r.url))
+    console_errors: list[str] = []
+    page.on("pageerror", lambda e: None if str(e) in KNOWN_JS_ERRORS else console_errors.append(str(e)))
+    try:
+        response = page.goto(f"{server}/{name}.html", wait_until="load", timeout=60_000)
+        assert response is not None and response.status == 200, f"{name}: HTTP {response and response.status}"
+        # Sphinx includes MathJax only in pages that contain math; there, wait until typesetting is done.
+        uses_mathjax = page.evaluate("() => !!document.querySelector('script[src*=\"mathjax\"]')")
+        if uses_mathjax:
+            page.wait_for_function("() => window.MathJax && window.MathJax.startup && window.MathJax.startup.promise",
+                                   timeout=30_000)
+            page.evaluate("() => window.MathJax.startup.promise")
+        page.wait_for_load_state("networkidle", timeout=30_000)
+        info = page.evaluate(INSPECT_JS)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    finally:
+        page.close()
+
+    if expects_figure(name):
+        assert info["nImg"] > 0, f"{name}: the code draws a figure but the page shows no image"
+    assert not info["brokenImgs"], f"{name}: images that did not load: {info['brokenImgs']}"
+    for delim in ("\\(", "\\)", "\\[", "\\]", "$$"):
+        assert delim not in info["text"], f"{name}: raw TeX delimiter {delim!r} left untypeset"
+    assert info["nMathError"] == 0, f"{name}: {info['nMathError']} MathJax errors"
+    if has_math(name):
+        assert uses_mathjax, f"{name}: the source has math but the page does not load MathJax"
+        assert info["nMath"] > 0, f"{name}: the source has math but no mjx-container was rendered"
+    assert "Traceback" not in info["fullText"], f"{name}: a traceback is shown"
+    assert info["nStderr"] == 0, f"{name}: {info['nStderr']} stderr/error outputs shown"
+    assert not console_errors, f"{name}: JavaScript errors: {console_errors}"
+    if name != "references":
+        assert any(u.startswith(BINDER_PREFIX + f"{name}.md") for u in info["binder"]), \
+            f"{name}: no Binder launch link to book/{name}.md (found {info['binder']})"
+        assert info["thebe"] > 0, f"{name}: no Thebe launch button"
+    # Everything a page needs is served locally: the book must render offline.
+    assert not external, f"{name}: requests to external hosts at page load: {external}"
