@@ -161,16 +161,20 @@ class SEResult:
         return row
 
 
-def _hold(params: TaskParams, branch: str) -> tuple[bool, bool]:
-    """(hold_m, hold_theta) for a branch."""
+def _hold(params: TaskParams, branch: str, fix_m=None, fix_theta=None) -> tuple:
+    """Pinned overlaps ``(m, theta)`` of a branch: a value to hold, or None for a free overlap."""
     if branch not in BRANCHES:
         raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
     if branch == "agnostic" and not params.swap_symmetric:
         raise ValueError("branch 'agnostic' needs a token-swap-symmetric A (A_11 == A_22): otherwise m = 0 "
                          "is not a fixed point")
-    hold_m = branch in ("semantic", "agnostic") and params.swap_symmetric
-    hold_theta = branch in ("positional", "agnostic")
-    return hold_m, hold_theta
+    pin_m = 0.0 if (branch in ("semantic", "agnostic") and params.swap_symmetric) else None
+    pin_theta = 0.0 if branch in ("positional", "agnostic") else None
+    if fix_m is not None:
+        pin_m = check_finite_scalar("fix_m", fix_m)
+    if fix_theta is not None:
+        pin_theta = check_finite_scalar("fix_theta", fix_theta)
+    return pin_m, pin_theta
 
 
 def default_start(params: TaskParams, branch: str) -> Overlaps:
@@ -193,11 +197,13 @@ def _check_state(x: Overlaps, rho: float) -> None:
         raise FloatingPointError(f"invalid overlaps {x}")
 
 
-def symmetry_generators(params: TaskParams, hold=(False, False)) -> tuple:
+def symmetry_generators(params: TaskParams, hold=(None, None)) -> tuple:
     """Symmetries of the state-evolution integrands, as signed permutations of ``(xi_1, xi_2, eta_1, eta_2)``.
 
     * ``A_11 = A_22``: ``(xi, eta) -> (-swap xi, -swap eta)`` maps ``c -> -swap c``, ``T -> swap T``, hence
       ``g -> -swap g``, leaving every integrand invariant.
+    (``hold`` gives the pinned ``(m, theta)``, None where free; only pins at exactly zero add symmetries.)
+
     * ``theta = 0`` held: ``eta -> -eta`` leaves ``T`` and ``c`` unchanged (only the held ``theta_hat``
       integrand changes sign).
     * ``m = 0`` held: ``(xi, eta) -> (-xi, -eta)`` maps ``g -> -g`` (only the held ``m_hat`` integrand
@@ -206,19 +212,24 @@ def symmetry_generators(params: TaskParams, hold=(False, False)) -> tuple:
     gens = []
     if params.swap_symmetric:
         gens.append(((1, 0, 3, 2), (-1, -1, -1, -1)))
-    if hold[1]:
+    if hold[1] == 0.0:
         gens.append(((0, 1, 2, 3), (1, 1, -1, -1)))
-    if hold[0]:
+    if hold[0] == 0.0:
         gens.append(((0, 1, 2, 3), (-1, -1, -1, -1)))
     return tuple(gens)
 
 
 def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: np.ndarray,
-                          weights: np.ndarray, solver: SESolver, hold=(False, False),
+                          weights: np.ndarray, solver: SESolver, hold=(None, None),
                           warm: np.ndarray | None = None, full_search: bool = True):
     """Conjugates of the overlaps ``x`` (spec section 3), the mean proximal value ``E[M]`` and the proximal
     points (for warm starts). ``full_search=False`` skips the ring starts of the global proximal search
     (used between the full searches of :func:`solve_state_evolution`).
+
+    ``hold = (m_pin, theta_pin)`` pins overlaps (None: free). A pinned overlap is a constraint on the
+    minimisation: its conjugate becomes the Lagrange multiplier that keeps it at the pinned value
+    (``m_hat = m_pin D``, ``theta_hat = theta_pin D / (sigma^2 rho)``), while ``V_hat`` keeps the integral
+    value of ``theta_hat`` (it comes from Stein's lemma, ``V_hat = -alpha E[d g / d c]``).
 
     Returns
     -------
@@ -234,11 +245,14 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
                       n_ring=solver.n_ring if full_search else 0)
     g = (prox.h - c) / x.V
     wg = weights[:, None] * g
-    hold_m, hold_theta = hold
-    m_hat = 0.0 if hold_m else alpha * float(np.sum(wg @ POSITION_SIGNS))
+    pin_m, pin_theta = hold
     q_hat = alpha * float(np.sum(wg * g))
-    theta_hat = 0.0 if (hold_theta or b == 0.0) else alpha * float(np.sum(wg * eta)) / b
+    theta_hat = 0.0 if (pin_theta == 0.0 or b == 0.0) else alpha * float(np.sum(wg * eta)) / b
     V_hat = -alpha * float(np.sum(wg * xi)) / sq + x.theta * theta_hat / x.q
+    D = params.lam + params.sigma**2 * V_hat
+    m_hat = alpha * float(np.sum(wg @ POSITION_SIGNS)) if pin_m is None else pin_m * D
+    if pin_theta is not None:
+        theta_hat = pin_theta * D / (params.sigma**2 * rho)
     return Conjugates(q_hat, m_hat, V_hat, theta_hat), float(weights @ prox.value), prox.h
 
 
@@ -263,7 +277,7 @@ def state_evolution_step(params: TaskParams, alpha: float, x: Overlaps, solver: 
                          branch: str | None = None) -> Overlaps:
     """One undamped update ``x -> F(x)`` of the state evolution (for checks of stationarity)."""
     solver = solver or SESolver()
-    hold = _hold(params, branch) if branch else (False, False)
+    hold = _hold(params, branch) if branch else (None, None)
     nodes, weights = solver.quadrature.points(4)
     hat, _, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
     return overlaps_from_conjugates(params, hat)
@@ -275,7 +289,8 @@ def _residual(x: np.ndarray, fx: np.ndarray) -> float:
 
 def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "semantic",
                           start: Overlaps | None = None, solver: SESolver | None = None,
-                          record_history: bool = False) -> SEResult:
+                          record_history: bool = False, fix_m: float | None = None,
+                          fix_theta: float | None = None) -> SEResult:
     """Iterate the state evolution of spec section 3 to a fixed point on a branch.
 
     Parameters
@@ -292,6 +307,9 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         Numerical settings.
     record_history : bool
         Keep the residual of every iteration in ``residual_history``.
+    fix_m, fix_theta : float, optional
+        Pin an overlap at a given value (a constrained minimisation; see :func:`conjugates_and_energy`).
+        Used to measure the curvature of the training loss across a branch (:mod:`attnlib.sweeps`).
 
     Returns
     -------
@@ -303,12 +321,12 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     t0 = time.perf_counter()
     alpha = check_alpha(alpha)
     solver = solver or SESolver()
-    hold = _hold(params, branch)
+    hold = _hold(params, branch, fix_m, fix_theta)
     x = start if start is not None else default_start(params, branch)
     if not isinstance(x, Overlaps):
         raise ValueError(f"start must be an Overlaps instance, got {type(x).__name__}")
-    hold_m, hold_theta = hold
-    x = Overlaps(q=x.q, m=0.0 if hold_m else x.m, V=x.V, theta=0.0 if hold_theta else x.theta)
+    pin_m, pin_theta = hold
+    x = Overlaps(q=x.q, m=x.m if pin_m is None else pin_m, V=x.V, theta=x.theta if pin_theta is None else pin_theta)
     try:
         _check_state(x, params.rho)
     except FloatingPointError as exc:
