@@ -72,7 +72,7 @@ METHODS = ("gd", "lbfgs")
 #: 60 000 samples give a relative standard error of 0.5 % to 0.7 % on eps_g.
 DEFAULT_N_TEST = 60_000
 #: Default tolerance on ``||grad R||_F / sqrt(d)`` below which a run counts as converged.
-DEFAULT_GRAD_TOL = {"gd": 1e-4, "lbfgs": 1e-7}
+DEFAULT_GRAD_TOL = {"gd": 1e-5, "lbfgs": 1e-7}
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -533,7 +533,7 @@ def simulate_erm(params: TaskParams, d: int, alpha: float, start="semantic", see
     init_scale : float
         Standard deviation of random starting entries.
     grad_tol : float, optional
-        Convergence tolerance on ``||dR/dQ||_F / sqrt(d)`` (default 1e-4 for GD, 1e-7 for L-BFGS).
+        Convergence tolerance on ``||dR/dQ||_F / sqrt(d)`` (default 1e-5 for GD, 1e-7 for L-BFGS).
     normalize_teacher : bool
         Rescale ``Q*`` to ``||Q*||^2 = d`` (``rho_hat = rho``), see :func:`attnlib.data.make_teacher`.
     keep_Q : bool
