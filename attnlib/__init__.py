@@ -2,10 +2,24 @@
 
 Companion library of the book on Cui, Behrens, Krzakala & Zdeborova, "A phase transition between positional
 and semantic learning in a solvable model of dot-product attention" (NeurIPS 2024).
+
+Theory (``L = 2``, rank 1): :func:`solve_state_evolution` (one fixed point of a branch),
+:func:`alpha_sweep`, :func:`critical_alpha`, :func:`linear_crossing_alpha`, :func:`spinodal_alpha`,
+:func:`phase_diagram`, :func:`linear_baseline_error`, :func:`test_error_from_overlaps`.
 """
 __version__ = "0.1.0"
 
 from .exceptions import CacheWarning, ConvergenceWarning
+from .generalisation import linear_baseline_error, test_error_from_overlaps
 from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
+from .quadrature import Quadrature
+from .state_evolution import BRANCHES, Overlaps, SEResult, SESolver, solve_state_evolution
+from .sweeps import (ThresholdNotFound, alpha_sweep, branch_curvature, critical_alpha, linear_crossing_alpha,
+                     phase_diagram, spinodal_alpha)
 
-__all__ = ["__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "ConvergenceWarning", "CacheWarning"]
+__all__ = [
+    "__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "ConvergenceWarning", "CacheWarning",
+    "Quadrature", "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution",
+    "linear_baseline_error", "test_error_from_overlaps", "ThresholdNotFound", "alpha_sweep",
+    "branch_curvature", "critical_alpha", "linear_crossing_alpha", "spinodal_alpha", "phase_diagram",
+]

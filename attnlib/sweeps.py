@@ -1,0 +1,333 @@
+"""Branch curves, thresholds and the phase diagram of the state evolution.
+
+* :func:`branch_curve` follows one branch along an ``alpha`` grid with warm starts.
+* :func:`alpha_sweep` gives both branches as a tidy :class:`pandas.DataFrame` (one row per point), cached.
+* :func:`critical_alpha` (``alpha_c``): where the training losses ``eps_t`` of the semantic and positional
+  branches cross, by Brent's root finding (bracketed on a coarse grid, not read off it).
+* :func:`linear_crossing_alpha` (``alpha_l``): where the test error of the global minimum falls below the
+  linear baseline's ``eps_lin``.
+* :func:`spinodal_alpha`: where a branch stops being a local minimum of the training loss. The curvature of
+  ``eps_t`` across the branch, along its held overlap (``m`` for the semantic branch, ``theta`` for the
+  positional one), is measured by pinning that overlap at a small value (:func:`branch_curvature`); the
+  spinodal is where it changes sign. The paper does not compute it.
+* :func:`phase_diagram` sweeps these over ``omega`` in parallel (joblib; any joblib backend, e.g. Dask).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+from scipy.optimize import brentq
+from tqdm.auto import tqdm
+
+from .cache import cached
+from .exceptions import ConvergenceWarning
+from .generalisation import linear_baseline_error
+from .params import TaskParams, check_alpha
+from .state_evolution import Overlaps, SEResult, SESolver, solve_state_evolution
+
+__all__ = ["ThresholdNotFound", "branch_curve", "alpha_sweep", "energy_gap", "critical_alpha",
+           "linear_crossing_alpha", "branch_curvature", "spinodal_alpha", "phase_diagram",
+           "DEFAULT_ALPHA_GRID"]
+
+#: Coarse grid used to bracket thresholds.
+DEFAULT_ALPHA_GRID = tuple(np.round(np.geomspace(0.25, 5.0, 16), 4))
+#: Pinned value of the held overlap used to measure the curvature across a branch.
+CURVATURE_STEP = 0.02
+
+
+class ThresholdNotFound(RuntimeError):
+    """A threshold has no crossing inside the searched ``alpha`` range."""
+
+
+def _check_grid(alphas) -> np.ndarray:
+    arr = np.atleast_1d(np.asarray(alphas, dtype=float))
+    if arr.size == 0:
+        raise ValueError("alphas must contain at least one value")
+    for a in arr:
+        check_alpha(a)
+    return arr
+
+
+def branch_curve(params: TaskParams, alphas, branch: str, solver: SESolver | None = None,
+                 start: Overlaps | None = None) -> list[SEResult]:
+    """Solve one branch along ``alphas`` (in the order given), warm-starting each point from the previous
+    converged one."""
+    out = []
+    for a in _check_grid(alphas):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            res = solve_state_evolution(params, float(a), branch, start=start, solver=solver)
+        if res.converged:
+            start = res.overlaps
+        else:
+            warnings.warn(f"{branch} branch did not converge at alpha={a:g} (omega={params.omega:g})",
+                          ConvergenceWarning, stacklevel=2)
+        out.append(res)
+    return out
+
+
+def _curve_rows(params, alphas, branch, solver):
+    return [r.as_row() for r in branch_curve(params, alphas, branch, solver)]
+
+
+def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
+                solver: SESolver | None = None, n_jobs: int = 1, use_cache: bool = True) -> pd.DataFrame:
+    """Both (or the given) branches along an ``alpha`` grid, as a tidy table.
+
+    Each branch is followed in increasing ``alpha`` with warm starts; the semantic branch is followed
+    downwards from the largest ``alpha`` (it is easiest to find where it is the global minimum). Branches run
+    in parallel through joblib (``n_jobs``); each branch curve is cached on disk under every parameter.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (branch, alpha): overlaps, conjugates, ``test_error``, ``train_loss``, ``converged``,
+        iterations, residual, seconds and the task parameters.
+    """
+    solver = solver or SESolver()
+    grid = np.sort(_check_grid(alphas))
+
+    def one(branch):
+        order = grid[::-1] if branch == "semantic" else grid
+        return cached("se-branch", lambda: _curve_rows(params, order, branch, solver), use_cache=use_cache,
+                      params=params, alphas=order, branch=branch, solver=solver)
+
+    parts = Parallel(n_jobs=n_jobs)(delayed(one)(b) for b in branches) if n_jobs != 1 else \
+        [one(b) for b in branches]
+    df = pd.DataFrame([row for part in parts for row in part])
+    return df.sort_values(["branch", "alpha"]).reset_index(drop=True)
+
+
+def _nearest_start(table: dict, alpha: float):
+    if not table:
+        return None
+    key = min(table, key=lambda a: abs(a - alpha))
+    return table[key]
+
+
+def energy_gap(params: TaskParams, alpha: float, solver: SESolver | None = None, starts=None) -> float:
+    """``eps_t(semantic) - eps_t(positional)`` at ``alpha`` (negative where the semantic minimum is global)."""
+    starts = starts or {}
+    sem = solve_state_evolution(params, alpha, "semantic", start=starts.get("semantic"), solver=solver)
+    pos = solve_state_evolution(params, alpha, "positional", start=starts.get("positional"), solver=solver)
+    return sem.train_loss - pos.train_loss
+
+
+def _bracket(alphas, values):
+    """First sign change (+ to -) of ``values`` along increasing ``alphas``; None if there is none."""
+    for i in range(len(alphas) - 1):
+        if values[i] > 0 >= values[i + 1]:
+            return alphas[i], alphas[i + 1]
+    return None
+
+
+def critical_alpha(params: TaskParams, solver: SESolver | None = None, alphas=DEFAULT_ALPHA_GRID,
+                   xtol: float = 1e-4, use_cache: bool = True) -> float:
+    """``alpha_c``: where the semantic and positional training losses are equal (spec section 3).
+
+    The gap ``eps_t(sem) - eps_t(pos)`` is evaluated on the coarse grid ``alphas`` (both branches with warm
+    starts) to bracket its first sign change from + to -, then refined by Brent's method to ``xtol`` (each
+    evaluation warm-started from the nearest grid point).
+
+    Raises
+    ------
+    ThresholdNotFound
+        If the gap does not change sign on the grid (no transition in that range).
+    """
+    solver = solver or SESolver()
+
+    def compute():
+        df = alpha_sweep(params, alphas, solver=solver, use_cache=use_cache)
+        sem = df[df.branch == "semantic"].set_index("alpha")
+        pos = df[df.branch == "positional"].set_index("alpha")
+        ok = sem.converged & pos.converged
+        grid = np.array(sem.index[ok])
+        gap = (sem.train_loss - pos.train_loss)[ok].to_numpy()
+        br = _bracket(grid, gap)
+        if br is None:
+            return None
+        starts = {b: {a: Overlaps(r.q, r.m, r.V, r.theta) for a, r in d[ok].iterrows()}
+                  for b, d in (("semantic", sem), ("positional", pos))}
+
+        def f(a):
+            return energy_gap(params, a, solver, {b: _nearest_start(s, a) for b, s in starts.items()})
+
+        return brentq(f, *br, xtol=xtol)
+
+    value = cached("alpha-c", compute, use_cache=use_cache, params=params, solver=solver, alphas=alphas,
+                   xtol=xtol)
+    if value is None:
+        raise ThresholdNotFound(f"semantic and positional training losses do not cross for alpha in "
+                                f"[{min(alphas)}, {max(alphas)}] (omega={params.omega:g})")
+    return float(value)
+
+
+def linear_crossing_alpha(params: TaskParams, solver: SESolver | None = None, alphas=DEFAULT_ALPHA_GRID,
+                          xtol: float = 1e-4, use_cache: bool = True) -> float:
+    """``alpha_l``: the smallest ``alpha`` where the global minimum's test error falls below ``eps_lin``.
+
+    The global minimum is the branch of lowest ``eps_t`` (semantic above ``alpha_c``), so its ``eps_g``
+    jumps at ``alpha_c``; if the jump already takes it below ``eps_lin``, ``alpha_l = alpha_c``. Otherwise
+    the crossing of the continuous part is refined by Brent's method.
+
+    Raises
+    ------
+    ThresholdNotFound
+        If the global-minimum test error stays above ``eps_lin`` on the grid.
+    """
+    solver = solver or SESolver()
+
+    def compute():
+        eps_lin = linear_baseline_error(params)
+        df = alpha_sweep(params, alphas, solver=solver, use_cache=use_cache)
+        sem = df[df.branch == "semantic"].set_index("alpha")
+        pos = df[df.branch == "positional"].set_index("alpha")
+        try:
+            a_c = critical_alpha(params, solver, alphas, xtol, use_cache)
+        except ThresholdNotFound:
+            a_c = math.inf
+        grid = np.array(sem.index)
+        glob = np.where(grid < a_c, pos.test_error.to_numpy(), sem.test_error.to_numpy())
+        branch_of = np.where(grid < a_c, "positional", "semantic")
+        below = np.nonzero(glob < eps_lin)[0]
+        if below.size == 0:
+            return None
+        i = below[0]
+        if i == 0:
+            return float(grid[0])
+        lo, hi = grid[i - 1], grid[i]
+        if branch_of[i] != branch_of[i - 1]:  # the crossing is at the jump, or just after it
+            sem_at_c = solve_state_evolution(params, a_c, "semantic", solver=solver,
+                                             start=Overlaps(*sem.loc[hi, ["q", "m", "V", "theta"]]))
+            if sem_at_c.test_error < eps_lin:
+                return float(a_c)
+            lo = a_c
+        branch = branch_of[i]
+        ref = (sem if branch == "semantic" else pos).loc[hi]
+
+        def f(a):
+            return solve_state_evolution(params, a, branch, solver=solver,
+                                         start=Overlaps(ref.q, ref.m, ref.V, ref.theta)).test_error - eps_lin
+
+        return brentq(f, lo, hi, xtol=xtol)
+
+    value = cached("alpha-l", compute, use_cache=use_cache, params=params, solver=solver, alphas=alphas,
+                   xtol=xtol)
+    if value is None:
+        raise ThresholdNotFound(f"the global minimum's test error stays above eps_lin for alpha in "
+                                f"[{min(alphas)}, {max(alphas)}] (omega={params.omega:g})")
+    return float(value)
+
+
+def branch_curvature(params: TaskParams, alpha: float, branch: str, solver: SESolver | None = None,
+                     start: Overlaps | None = None, step: float = CURVATURE_STEP) -> float:
+    """Curvature of the training loss across a branch, along its held overlap.
+
+    ``kappa = (eps_t(pinned at step) - eps_t(branch)) / step^2``, the pinned overlap being ``m`` for the
+    semantic branch and ``theta`` for the positional one (a constrained fixed point,
+    :func:`~attnlib.state_evolution.solve_state_evolution` with ``fix_m`` / ``fix_theta``). ``kappa > 0``:
+    the branch is a local minimum in that direction; ``kappa < 0``: a saddle.
+    """
+    if branch not in ("semantic", "positional"):
+        raise ValueError(f"branch must be 'semantic' or 'positional', got {branch!r}")
+    base = solve_state_evolution(params, alpha, branch, start=start, solver=solver)
+    x = base.overlaps
+    if branch == "semantic":
+        if not params.swap_symmetric:
+            raise ValueError("the semantic curvature along m needs a token-swap-symmetric A (A_11 == A_22)")
+        pinned = solve_state_evolution(params, alpha, branch, solver=solver, fix_m=step,
+                                       start=Overlaps(x.q, step, x.V, x.theta))
+    else:
+        pinned = solve_state_evolution(params, alpha, branch, solver=solver, fix_theta=step,
+                                       start=Overlaps(x.q, x.m, x.V, min(step, 0.5 * math.sqrt(params.rho * x.q))))
+    if not (base.converged and pinned.converged):
+        return math.nan
+    return (pinned.train_loss - base.train_loss) / step**2
+
+
+def spinodal_alpha(params: TaskParams, branch: str, solver: SESolver | None = None, alphas=DEFAULT_ALPHA_GRID,
+                   xtol: float = 1e-3, use_cache: bool = True) -> float | None:
+    """Where ``branch`` stops being a local minimum of the training loss (its curvature changes sign).
+
+    Returns the ``alpha`` of the sign change of :func:`branch_curvature` on the grid, refined by Brent's
+    method, or ``None`` if the curvature keeps one sign on the whole grid (the branch is a minimum
+    throughout, or nowhere). For the semantic branch the search runs from large to small ``alpha``.
+    """
+    solver = solver or SESolver()
+
+    def compute():
+        grid = np.sort(_check_grid(alphas))
+        if branch == "semantic":
+            grid = grid[::-1]
+        kap, starts = [], {}
+        start = None
+        for a in grid:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                res = solve_state_evolution(params, float(a), branch, start=start, solver=solver)
+                start = res.overlaps if res.converged else start
+                starts[float(a)] = start
+                kap.append(branch_curvature(params, float(a), branch, solver, start=start))
+        kap = np.array(kap)
+        good = np.isfinite(kap)
+        g, k = grid[good], kap[good]
+        for i in range(len(g) - 1):
+            if k[i] > 0 >= k[i + 1]:
+                lo, hi = sorted((g[i], g[i + 1]))
+
+                def f(a):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", ConvergenceWarning)
+                        return branch_curvature(params, a, branch, solver, start=_nearest_start(starts, a))
+
+                flo, fhi = f(lo), f(hi)
+                if np.isfinite(flo) and np.isfinite(fhi) and flo * fhi < 0:
+                    return brentq(f, lo, hi, xtol=xtol)
+                return 0.5 * (lo + hi)
+        return None
+
+    value = cached("spinodal", compute, use_cache=use_cache, params=params, branch=branch, solver=solver,
+                   alphas=alphas, xtol=xtol)
+    return None if value is None else float(value)
+
+
+def _phase_point(params, solver, alphas, spinodals, use_cache):
+    row = {"omega": params.omega, "eps_lin": linear_baseline_error(params)}
+    for name, fn in (("alpha_c", critical_alpha), ("alpha_l", linear_crossing_alpha)):
+        try:
+            row[name] = fn(params, solver, alphas, use_cache=use_cache)
+        except ThresholdNotFound:
+            row[name] = math.nan
+    if spinodals:
+        for branch in ("semantic", "positional"):
+            if branch == "semantic" and not params.swap_symmetric:
+                row[f"spinodal_{branch}"] = math.nan
+                continue
+            s = spinodal_alpha(params, branch, solver, alphas, use_cache=use_cache)
+            row[f"spinodal_{branch}"] = math.nan if s is None else s
+    return row
+
+
+def phase_diagram(params: TaskParams, omegas, solver: SESolver | None = None, alphas=DEFAULT_ALPHA_GRID,
+                  spinodals: bool = False, n_jobs: int = -1, progress: bool = False,
+                  use_cache: bool = True) -> pd.DataFrame:
+    """``alpha_c(omega)``, ``alpha_l(omega)`` (and optionally the spinodals) over a grid of ``omega``.
+
+    Runs the values of ``omega`` in parallel through :class:`joblib.Parallel` (``n_jobs``; switch the
+    backend with ``joblib.parallel_backend`` to use e.g. a Dask cluster). ``NaN`` marks a threshold that
+    has no crossing in the ``alpha`` range (the column is then explained by ``found_*``).
+    """
+    solver = solver or SESolver()
+    omegas = np.atleast_1d(np.asarray(omegas, dtype=float))
+    tasks = [replace(params, omega=float(w)) for w in omegas]
+    it = tqdm(tasks, desc="phase diagram", disable=not progress)
+    rows = Parallel(n_jobs=n_jobs)(delayed(_phase_point)(p, solver, alphas, spinodals, use_cache) for p in it)
+    df = pd.DataFrame(rows)
+    for name in ("alpha_c", "alpha_l"):
+        df[f"found_{name}"] = np.isfinite(df[name])
+    return df
