@@ -251,14 +251,15 @@ def gradient_descent(objective: ERMObjective, Q0, lr: float = 0.15, steps: int =
     Q = _as_Q(Q0, objective.d, objective.rank, name="Q0")
     step = np.empty_like(Q)
     n_iter = 0
-    for n_iter in range(1, steps + 1):
-        _, g = objective.value_and_grad(Q, need_value=False)
-        np.multiply(g, lr, out=step)
-        Q -= step
-        if n_iter % 100 == 0 and not np.all(np.isfinite(Q)):
-            break
-    else:
-        n_iter = steps
+    with np.errstate(over="ignore", invalid="ignore"):  # divergence is detected and reported below
+        for n_iter in range(1, steps + 1):
+            _, g = objective.value_and_grad(Q, need_value=False)
+            np.multiply(g, lr, out=step)
+            Q -= step
+            if n_iter % 100 == 0 and not np.all(np.isfinite(Q)):
+                break
+        else:
+            n_iter = steps
     finite = bool(np.all(np.isfinite(Q)))
     if finite:
         value, g = objective.value_and_grad(Q)
