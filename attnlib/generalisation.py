@@ -85,3 +85,7 @@ def linear_baseline_error(params: TaskParams, order: int = 80) -> float:
     mean = w @ s
     var = w @ (s - mean) ** 2
     return float(2.0 * params.sigma**2 * (1.0 - params.omega) ** 2 * var)
+
+
+# not a pytest test, despite the name
+test_error_from_overlaps.__test__ = False

@@ -1,0 +1,58 @@
+"""The vectorised proximal step against scipy.optimize.minimize, node by node."""
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from attnlib.attention import output_loss, output_loss_derivatives
+from attnlib.proximal import prox_objective, solve_prox
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    rng = np.random.default_rng(3)
+    n = 300
+    c = rng.normal(scale=0.6, size=(n, 2))
+    t = rng.uniform(0.25, 0.85, size=(n, 2))
+    return c, t
+
+
+@pytest.mark.parametrize("V", [0.5, 5.0, 30.0])
+def test_global_prox_matches_multistart_scipy(nodes, V):
+    c, t = nodes
+    sigma = 0.5
+    res = solve_prox(c, t, V, sigma, mode="global")
+    assert np.all(res.grad_norm < 1e-8)
+    rng = np.random.default_rng(4)
+    radius = np.sqrt(2 * V * output_loss(c, t, sigma))
+    for i in range(0, len(c), 3):
+        f = lambda h: prox_objective(h, c[i], t[i], V, sigma)
+        starts = [c[i], np.zeros(2)] + [c[i] + radius[i] * rng.uniform(-1, 1, 2) for _ in range(6)]
+        best = min((minimize(f, x0, method="BFGS", options={"gtol": 1e-11}) for x0 in starts), key=lambda r: r.fun)
+        assert res.value[i] <= best.fun + 1e-10
+
+
+def test_from_zero_is_a_local_minimum(nodes):
+    c, t = nodes
+    res = solve_prox(c, t, 5.0, 0.5, mode="from-zero")
+    assert np.all(res.grad_norm < 1e-8)
+    glob = solve_prox(c, t, 5.0, 0.5, mode="global")
+    assert np.all(glob.value <= res.value + 1e-12)
+
+
+def test_analytic_derivatives_match_finite_differences():
+    rng = np.random.default_rng(5)
+    h = rng.normal(size=(50, 2))
+    t = rng.uniform(0.2, 0.9, size=(50, 2))
+    val, g, (H11, H12, H22) = output_loss_derivatives(h, t, 0.7)
+    np.testing.assert_allclose(val, output_loss(h, t, 0.7))
+    eps = 1e-6
+    for k in range(2):
+        e = np.zeros(2)
+        e[k] = eps
+        fd = (output_loss(h + e, t, 0.7) - output_loss(h - e, t, 0.7)) / (2 * eps)
+        np.testing.assert_allclose(g[:, k], fd, atol=1e-8)
+        _, gp, _ = output_loss_derivatives(h + e, t, 0.7)
+        _, gm, _ = output_loss_derivatives(h - e, t, 0.7)
+        fdH = (gp - gm) / (2 * eps)
+        np.testing.assert_allclose(fdH[:, 0], H11 if k == 0 else H12, atol=1e-6)
+        np.testing.assert_allclose(fdH[:, 1], H12 if k == 0 else H22, atol=1e-6)

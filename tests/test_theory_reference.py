@@ -1,0 +1,179 @@
+"""The state evolution against the paper's reference values (spec section 4, sigma = 0.5, lambda = 0.01,
+standard A, omega = 0.3) and physics checks of its fixed points."""
+import warnings
+
+import numpy as np
+import pytest
+
+from attnlib import (ConvergenceWarning, Overlaps, Quadrature, SESolver, TaskParams, critical_alpha,
+                     linear_baseline_error, linear_crossing_alpha, solve_state_evolution,
+                     test_error_from_overlaps)
+from attnlib.state_evolution import state_evolution_step
+
+P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
+
+
+@pytest.fixture(scope="module")
+def sem2():
+    return solve_state_evolution(P, 2.0, "semantic")
+
+
+@pytest.fixture(scope="module")
+def pos2():
+    return solve_state_evolution(P, 2.0, "positional")
+
+
+def rel(a, b):
+    return abs(a - b) / abs(b)
+
+
+def test_semantic_alpha2(sem2):
+    assert sem2.converged
+    for got, ref in [(sem2.q, 0.1142), (sem2.theta, 0.1586), (sem2.test_error, 0.001397),
+                     (sem2.train_loss, 0.003599)]:
+        assert rel(got, ref) < 0.03
+    assert sem2.m == 0.0
+
+
+def test_positional_alpha2(pos2):
+    assert pos2.converged
+    for got, ref in [(pos2.q, 0.0500), (pos2.m, 0.2586), (pos2.test_error, 0.003490),
+                     (pos2.train_loss, 0.004515)]:
+        assert rel(got, ref) < 0.03
+    assert pos2.theta == 0.0
+
+
+def test_positional_alpha125():
+    r = solve_state_evolution(P, 1.25, "positional")
+    assert r.converged
+    for got, ref in [(r.q, 0.0464), (r.m, 0.2533), (r.test_error, 0.003418)]:
+        assert rel(got, ref) < 0.03
+
+
+def test_linear_baseline_reference_and_order_convergence():
+    assert rel(linear_baseline_error(P), 0.001971) < 0.01
+    assert linear_baseline_error(P, order=40) == pytest.approx(linear_baseline_error(P, order=80), rel=1e-10)
+
+
+def test_linear_baseline_matches_monte_carlo():
+    rng = np.random.default_rng(1)
+    u = rng.normal(scale=P.sigma, size=(2_000_000, 2))
+    s = 1 / (1 + np.exp(-u[:, 0] * (u[:, 0] - u[:, 1])))
+    mc = 2 * P.sigma**2 * (1 - P.omega) ** 2 * s.var()
+    assert rel(mc, linear_baseline_error(P)) < 0.01
+
+
+def test_thresholds():
+    a_c = critical_alpha(P, use_cache=False)
+    assert abs(a_c - 1.24) < 0.05
+    a_l = linear_crossing_alpha(P, use_cache=False)
+    assert abs(a_l - 1.45) < 0.05
+    assert a_l >= a_c
+    # at alpha_c the two training losses agree (a root, not a grid point)
+    sem = solve_state_evolution(P, a_c, "semantic")
+    pos = solve_state_evolution(P, a_c, "positional")
+    assert abs(sem.train_loss - pos.train_loss) < 2e-6
+
+
+@pytest.mark.parametrize("branch", ["semantic", "positional"])
+def test_fixed_point_is_stationary(branch, sem2, pos2):
+    res = sem2 if branch == "semantic" else pos2
+    nxt = state_evolution_step(P, 2.0, res.overlaps, branch=branch)  # full (unfolded) quadrature
+    for a, b in zip(res.overlaps.as_array(), nxt.as_array()):
+        assert abs(a - b) <= 1e-6 * max(abs(a), 1e-4)
+
+
+def test_omega_one_kills_semantic_overlap():
+    r = solve_state_evolution(TaskParams(omega=1.0), 2.0, "semantic")
+    assert r.converged and abs(r.theta) < 1e-12 and r.q > 0
+
+
+def test_sign_symmetry():
+    """(m, theta) -> (-m, -theta) maps the state evolution onto itself (Q -> -Q); checked for a free
+    iteration step with the asymmetric A, where no overlap is held."""
+    p = TaskParams(A=((0.3, 0.7), (0.8, 0.2)))
+    x = Overlaps(q=0.08, m=0.1, V=5.0, theta=0.09)
+    y = state_evolution_step(p, 1.5, x)
+    z = state_evolution_step(p, 1.5, Overlaps(q=x.q, m=-x.m, V=x.V, theta=-x.theta))
+    np.testing.assert_allclose([z.q, z.V, z.m, z.theta], [y.q, y.V, -y.m, -y.theta], rtol=1e-9, atol=1e-12)
+    assert test_error_from_overlaps(p, 0.08, 0.1, 0.09) == pytest.approx(
+        test_error_from_overlaps(p, 0.08, -0.1, -0.09), rel=1e-12)
+
+
+def test_quadrature_order_convergence_at_reference_point():
+    """Answers converge with the Gauss-Hermite order: at alpha = 2 orders 8 to 14 differ by < 0.5 %, and the
+    spread shrinks with the order."""
+    vals = {}
+    for order in (8, 10, 12, 14):
+        r = solve_state_evolution(P, 2.0, "semantic", solver=SESolver(quadrature=Quadrature("gauss-hermite", order)))
+        vals[order] = np.array([r.q, r.theta, r.test_error, r.train_loss])
+    ref = vals[14]
+    for order in (8, 10, 12):
+        assert np.max(np.abs(vals[order] / ref - 1)) < 5e-3
+    assert np.max(np.abs(vals[12] / ref - 1)) <= np.max(np.abs(vals[8] / ref - 1)) + 1e-4
+
+
+def test_sobol_rule_agrees_with_gauss_hermite(sem2):
+    r = solve_state_evolution(P, 2.0, "semantic", solver=SESolver(quadrature=Quadrature("sobol", 15)))
+    assert rel(r.theta, sem2.theta) < 5e-3 and rel(r.train_loss, sem2.train_loss) < 5e-3
+
+
+def test_eps_g_formula_quadrature_converges():
+    vals = [test_error_from_overlaps(P, 0.1142, 0.05, 0.1586, Quadrature("gauss-hermite", o)) for o in (8, 12, 16, 24)]
+    assert abs(vals[2] - vals[3]) < 1e-9 * vals[3]
+    assert abs(vals[0] - vals[3]) < 1e-3 * vals[3]
+
+
+@pytest.mark.parametrize("alpha", [1.25, 2.0])
+def test_global_and_from_zero_prox_agree_on_held_branches(alpha):
+    """Spec section 5: with the overlap held, the global and the from-zero proximal choices give the same
+    fixed points (to ~4 digits)."""
+    for branch in ("semantic", "positional"):
+        g = solve_state_evolution(P, alpha, branch)
+        z = solve_state_evolution(P, alpha, branch, solver=SESolver(prox_mode="from-zero"))
+        np.testing.assert_allclose(z.overlaps.as_array(), g.overlaps.as_array(), rtol=2e-3, atol=1e-6)
+
+
+def test_non_convergence_is_flagged_not_hidden():
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        r = solve_state_evolution(P, 2.0, "semantic", solver=SESolver(max_iter=2))
+    assert not r.converged and r.n_iter == 2
+    assert np.all(np.isfinite([r.q, r.m, r.V, r.theta, r.test_error, r.train_loss]))
+
+
+def test_warm_start_same_fixed_point(sem2):
+    r = solve_state_evolution(P, 2.0, "semantic", start=Overlaps(0.05, 0.0, 3.0, 0.05))
+    np.testing.assert_allclose(r.overlaps.as_array(), sem2.overlaps.as_array(), rtol=1e-5)
+
+
+def test_eps_g_matches_finite_d_monte_carlo():
+    """eps_g(q, m, theta) against a direct finite-d estimate with a student built to have those overlaps."""
+    d, n = 2000, 20000
+    q, m, theta = 0.1142, 0.03, 0.1586
+    rng = np.random.default_rng(7)
+    s2 = P.sigma**2
+    q_star = rng.normal(size=d)
+    ones = np.ones(d) / np.sqrt(d)
+    # Gram-Schmidt: Q = a Q*_perp + b u + m sqrt(d) ones, with the empirical norms of this Q*
+    qs = q_star - (q_star @ ones) * ones
+    u = rng.normal(size=d)
+    u -= (u @ ones) * ones + (u @ qs) / (qs @ qs) * qs
+    a = theta * d / (s2 * (q_star @ qs))
+    rest = q * d / s2 - a**2 * (qs @ qs) - m**2 * d
+    Q = a * qs + np.sqrt(rest) * u / np.linalg.norm(u) + m * np.sqrt(d) * ones
+    assert np.isclose(s2 * Q @ Q / d, q) and np.isclose(Q.sum() / d, m) and np.isclose(s2 * Q @ q_star / d, theta)
+    errs = []
+    for _ in range(n // 2000):
+        Z = rng.normal(size=(2000, 2, d))
+        X = P.sigma * Z + np.array([1.0, -1.0])[None, :, None] * ones
+        h = X @ Q / np.sqrt(d)
+        hs = P.sigma * Z @ q_star / np.sqrt(d)
+        from attnlib.attention import attention_matrix, teacher_matrix
+        S, T = attention_matrix(h), teacher_matrix(hs, P)
+        Y = T @ (P.sigma * Z)
+        errs.append(np.sum((Y - S @ X) ** 2, axis=(1, 2)) / (2 * d))
+    errs = np.concatenate(errs)
+    mc, se = errs.mean(), errs.std() / np.sqrt(len(errs))
+    theory = test_error_from_overlaps(TaskParams(sigma=P.sigma, lam=P.lam, omega=P.omega), q, m, theta)
+    # finite-d corrections are O(1/d) relative; the Monte-Carlo error is se
+    assert abs(mc - theory) < 3 * se + 0.02 * theory
