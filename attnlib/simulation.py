@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.special import expit
 
 from .data import (Samples, Teacher, check_int, iter_sample_chunks, make_teacher, draw_samples, seed_streams,
                    softmax_rows)
@@ -142,9 +143,12 @@ class ERMObjective:
         Ridge penalty ``lambda >= 0``.
     rank : int
         Number of columns ``r >= 1`` of ``Q``.
+    specialise : bool
+        Use the closed-form two-token backward pass when ``L = 2`` and ``r = 1`` (same numbers to rounding,
+        fewer operations); False forces the general ``L x L`` path.
     """
 
-    def __init__(self, samples: Samples, lam: float, rank: int = 1):
+    def __init__(self, samples: Samples, lam: float, rank: int = 1, specialise: bool = True):
         lam = check_finite_scalar("lam", lam)
         if lam < 0:
             raise ValueError(f"lam must lie in [0, inf), got {lam!r}")
@@ -161,6 +165,13 @@ class ERMObjective:
         self._dH = np.empty((n, L, r))
         self._grad = np.empty((d, r))
         self.n_evaluations = 0
+        self.two_token = bool(specialise) and L == 2 and r == 1
+        if self.two_token:
+            G, E = self.G, self.E
+            self._c = G[:, 0, 0] - 2 * G[:, 0, 1] + G[:, 1, 1]
+            self._k1 = G[:, 0, 1] - G[:, 1, 1] - E[:, 0, 0] + E[:, 0, 1]
+            self._k2 = G[:, 0, 1] - G[:, 0, 0] - E[:, 1, 1] + E[:, 1, 0]
+            self._const2 = self.const + float(np.sum(0.5 * (G[:, 0, 0] + G[:, 1, 1]) - E[:, 0, 1] - E[:, 1, 0]))
 
     def value_and_grad(self, Q: np.ndarray, need_value: bool = True) -> tuple[float, np.ndarray]:
         """``(R(Q), dR/dQ)`` for ``Q`` of shape (d, r); the value is NaN if ``need_value`` is False.
@@ -175,7 +186,25 @@ class ERMObjective:
         else:
             np.dot(self.X, Q, out=H)
         H *= self.inv_sqrt_d
-        H3 = H.reshape(n, L, r)
+        if self.two_token:
+            value = self._two_token_backward(H[:, 0], need_value)
+        else:
+            value = self._general_backward(H.reshape(n, L, r), need_value)
+        if need_value:
+            value += 0.5 * self.lam * float(np.vdot(Q, Q))
+        g = self._grad
+        if r == 1:
+            np.dot(self.X.T, self._dH.reshape(n * L), out=g[:, 0])
+        else:
+            np.dot(self.X.T, self._dH.reshape(n * L, r), out=g)
+        g *= self.inv_sqrt_d
+        if self.lam:
+            g += self.lam * Q
+        return value, g
+
+    def _general_backward(self, H3: np.ndarray, need_value: bool) -> float:
+        """Data term of R and ``dR/dh`` (into ``self._dH``) for any L, r; ``H3`` has shape (n, L, r)."""
+        r = self.rank
         if r == 1:
             h = H3[:, :, 0]
             S = h[:, :, None] * h[:, None, :]
@@ -186,26 +215,49 @@ class ERMObjective:
         value = math.nan
         if need_value:
             value = 0.5 * float(np.vdot(SG, S)) - float(np.vdot(S, self.E)) + self.const
-            value += 0.5 * self.lam * float(np.vdot(Q, Q))
-        dS = np.subtract(SG, self.E, out=SG)
-        dA = dS
-        dA -= np.einsum("nlk,nlk->nl", S, dS)[:, :, None]
+        dA = np.subtract(SG, self.E, out=SG)                       # dl/dS = S G - E
+        dA -= np.einsum("nlk,nlk->nl", S, dA)[:, :, None]          # softmax backward
         dA *= S
-        dA += np.swapaxes(dA, 1, 2).copy()
+        dA += np.swapaxes(dA, 1, 2).copy()                         # scores A = h h^T
         if r == 1:
             np.multiply(dA, h[:, None, :], out=dA)
             np.sum(dA, axis=2, out=self._dH[:, :, 0])
         else:
             np.matmul(dA, H3, out=self._dH)
-        g = self._grad
-        if r == 1:
-            np.dot(self.X.T, self._dH.reshape(n * L), out=g[:, 0])
-        else:
-            np.dot(self.X.T, self._dH.reshape(n * L, r), out=g)
-        g *= self.inv_sqrt_d
-        if self.lam:
-            g += self.lam * Q
-        return value, g
+        return value
+
+    def _two_token_backward(self, hflat: np.ndarray, need_value: bool) -> float:
+        """Specialisation for L = 2, r = 1 (the theory's case), on length-n vectors.
+
+        With ``S = [[a, 1-a], [1-b, b]]``, ``a = sigmoid(h_1 (h_1 - h_2))``, ``b = sigmoid(h_2 (h_2 - h_1))``,
+        the per-sample loss is ``c (a^2 + b^2)/2 + k_1 a + k_2 b + const`` with ``c = G_11 - 2 G_12 + G_22``,
+        ``k_1 = G_12 - G_22 - E_11 + E_12``, ``k_2 = G_12 - G_11 - E_22 + E_21`` (precomputed), so
+        ``dl/da = c a + k_1``, ``dl/db = c b + k_2`` and the chain rule through ``a``, ``b`` gives ``dl/dh``.
+        """
+        c, k1, k2 = self._c, self._k1, self._k2
+        h1, h2 = hflat[0::2], hflat[1::2]
+        diff = h1 - h2
+        a = expit(h1 * diff)
+        b = expit(-h2 * diff)
+        value = math.nan
+        if need_value:
+            value = float(0.5 * (c @ (a * a + b * b)) + k1 @ a + k2 @ b) + self._const2
+        w1 = c * a
+        w1 += k1
+        w1 *= a
+        w1 *= 1.0 - a                                   # dl/du_1, u_1 = h_1 (h_1 - h_2)
+        w2 = c * b
+        w2 += k2
+        w2 *= b
+        w2 *= 1.0 - b                                   # dl/du_2, u_2 = h_2 (h_2 - h_1)
+        dh = self._dH.reshape(self.n, 2)
+        # dl/dh_1 = w_1 (2 h_1 - h_2) - w_2 h_2 = w_1 (h_1 + diff) - w_2 h_2
+        np.multiply(w1, h1 + diff, out=dh[:, 0])
+        dh[:, 0] -= w2 * h2
+        # dl/dh_2 = -w_1 h_1 + w_2 (2 h_2 - h_1) = w_2 (h_2 - diff) - w_1 h_1
+        np.multiply(w2, h2 - diff, out=dh[:, 1])
+        dh[:, 1] -= w1 * h1
+        return value
 
     def value(self, Q: np.ndarray) -> float:
         """``R(Q)``."""

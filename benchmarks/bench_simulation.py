@@ -10,7 +10,11 @@ Times, in one run on the same data (d = 1000, n = 2000, L = 2, r = 1 by default)
 * L-BFGS-B (:func:`attnlib.simulation.minimize_lbfgs`) from the same start, its total time and its distance
   to the gradient-descent minimum.
 
-Usage: ``python benchmarks/bench_simulation.py [--d 1000] [--alpha 2] [--steps 5000] [--torch-steps 300]``.
+Usage: ``python benchmarks/bench_simulation.py [--d 1000] [--alpha 2] [--steps 5000] [--torch-steps 300]
+[--threads N]``. ``--threads`` sets the BLAS / OpenMP thread count of numpy and torch (through the
+environment, before numpy is imported, and ``torch.set_num_threads``). On a busy 2-core machine a
+multi-threaded OpenBLAS matrix-vector product can be several times slower than a single-threaded one (its
+threads wait for each other), so compare runs at equal thread counts and read the load average printed.
 Torch steps are timed on a shorter run (``--torch-steps``) and reported per step; the torch float64
 trajectory is checked against numpy's after the same number of steps.
 """
@@ -19,20 +23,42 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 import warnings
 
-import numpy as np
 
-from attnlib.data import make_task
-from attnlib.params import TaskParams
-from attnlib.simulation import ERMObjective, gradient_descent, minimize_lbfgs, overlaps
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description="Benchmark of the finite-d ERM training loop")
+    ap.add_argument("--d", type=int, default=1000)
+    ap.add_argument("--alpha", type=float, default=2.0)
+    ap.add_argument("--steps", type=int, default=5000)
+    ap.add_argument("--torch-steps", type=int, default=300)
+    ap.add_argument("--lr", type=float, default=0.15)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--start", choices=("semantic", "positional"), default="semantic")
+    ap.add_argument("--threads", type=int, default=None, help="BLAS/OpenMP/torch threads (default: library default)")
+    return ap.parse_args(argv)
 
 
-def torch_loop(samples, Q0, lam, lr, steps, dtype_name):
+ARGS = parse_args() if __name__ == "__main__" else None
+if ARGS is not None and ARGS.threads is not None and "numpy" not in sys.modules:
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(ARGS.threads)
+
+import numpy as np  # noqa: E402  (after the thread settings)
+
+from attnlib.data import make_task  # noqa: E402
+from attnlib.params import TaskParams  # noqa: E402
+from attnlib.simulation import ERMObjective, gradient_descent, minimize_lbfgs, overlaps  # noqa: E402
+
+
+def torch_loop(samples, Q0, lam, lr, steps, dtype_name, threads=None):
     """The paper-style loop in PyTorch: explicit ``S X``, autograd backward, in-place SGD update."""
     import torch
 
+    if threads is not None:
+        torch.set_num_threads(threads)
     dtype = getattr(torch, dtype_name)
     X = torch.as_tensor(samples.X, dtype=dtype)
     Y = torch.as_tensor(samples.Y, dtype=dtype)
@@ -60,16 +86,7 @@ def torch_loop(samples, Q0, lam, lr, steps, dtype_name):
     return elapsed / steps, Q.detach().double().numpy()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--d", type=int, default=1000)
-    ap.add_argument("--alpha", type=float, default=2.0)
-    ap.add_argument("--steps", type=int, default=5000)
-    ap.add_argument("--torch-steps", type=int, default=300)
-    ap.add_argument("--lr", type=float, default=0.15)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--start", choices=("semantic", "positional"), default="semantic")
-    args = ap.parse_args()
+def main(args):
 
     params = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
     d = args.d
@@ -77,7 +94,8 @@ def main():
     teacher, samples = make_task(params, d, n, seed=args.seed)
     Q0 = (teacher.Q_star if args.start == "semantic" else np.full(d, 1 / math.sqrt(d)))[:, None].copy()
     print(f"# ERM benchmark: d = {d}, n = {n}, L = 2, r = 1, lr = {args.lr}, start = {args.start}, "
-          f"cores = {os.cpu_count()}, load average = {os.getloadavg()[0]:.2f}")
+          f"cores = {os.cpu_count()}, threads = {args.threads or 'default'}, "
+          f"load average = {os.getloadavg()[0]:.2f}")
 
     t0 = time.perf_counter()
     obj = ERMObjective(samples, params.lam, 1)
@@ -105,7 +123,7 @@ def main():
             warnings.simplefilter("ignore")
             short = gradient_descent(obj, Q0, lr=args.lr, steps=args.torch_steps)
         for name in ("float64", "float32"):
-            per_step, Q_t = torch_loop(samples, Q0, params.lam, args.lr, args.torch_steps, name)
+            per_step, Q_t = torch_loop(samples, Q0, params.lam, args.lr, args.torch_steps, name, args.threads)
             ms_torch[name] = 1e3 * per_step
             dev = np.max(np.abs(Q_t - short.Q[:, 0]))
             print(f"torch  f{name[-2:]} AD: {ms_torch[name]:7.2f} ms/step   (timed on {args.torch_steps} steps, "
@@ -130,4 +148,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -41,6 +41,18 @@ def test_objective_value_and_gradient_match_direct_and_finite_differences(L, r):
     assert np.max(np.abs(fd - g)) <= 1e-6 * max(1.0, np.max(np.abs(g)))
 
 
+def test_two_token_fast_path_equals_general_path():
+    _, s = make_task(P, 30, 70, seed=1)
+    fast, general = ERMObjective(s, P.lam, 1), ERMObjective(s, P.lam, 1, specialise=False)
+    assert fast.two_token and not general.two_token
+    for scale in (0.1, 1.0, 5.0):
+        Q = scale * np.random.default_rng(2).standard_normal((30, 1))
+        v1, g1 = fast.value_and_grad(Q)
+        g1 = g1.copy()
+        v2, g2 = general.value_and_grad(Q)
+        assert v1 == pytest.approx(v2, rel=1e-12) and np.allclose(g1, g2, rtol=1e-10, atol=1e-13)
+
+
 def test_linear_baseline_solves_its_normal_equations():
     d, n, lam_lin = 20, 40, 1e-4
     _, s = make_task(P, d, n, seed=0)
