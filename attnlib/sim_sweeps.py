@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -139,7 +140,8 @@ def erm_sweep(params: TaskParams | Sequence[TaskParams] = TaskParams(), alphas: 
         One tidy row per grid point, in grid order.
     """
     grid = sweep_grid(params, alphas, ds, seeds, starts, methods, omegas)
-    jobs = (delayed(erm_point)(use_cache=use_cache, **point, **options) for point in grid)
+    folder = os.environ.get("ATTNLIB_CACHE_DIR")
+    jobs = (delayed(_erm_point_job)(folder, use_cache=use_cache, **point, **options) for point in grid)
     if progress:
         from tqdm.auto import tqdm
 
@@ -147,6 +149,14 @@ def erm_sweep(params: TaskParams | Sequence[TaskParams] = TaskParams(), alphas: 
     else:
         rows = Parallel(n_jobs=n_jobs)(jobs)
     return list(rows)
+
+
+def _erm_point_job(cache_folder: str | None, **kwargs) -> dict[str, Any]:
+    """Worker entry: use the caller's cache folder (reused joblib workers keep the environment they were
+    started with, so ``ATTNLIB_CACHE_DIR`` set later in the parent would otherwise be ignored)."""
+    if cache_folder is not None and os.environ.get("ATTNLIB_CACHE_DIR") != cache_folder:
+        os.environ["ATTNLIB_CACHE_DIR"] = cache_folder
+    return erm_point(**kwargs)
 
 
 def rows_to_columns(rows: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:

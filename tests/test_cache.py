@@ -98,3 +98,9 @@ def test_grid_validation():
         sweep_grid(P, ds=(0,))
     with pytest.raises(ValueError, match="params"):
         sweep_grid({"sigma": 0.5})
+
+
+def test_parallel_sweep_writes_the_callers_cache(cache_dir, counter):
+    rows = erm_sweep(P, n_jobs=2, progress=True, **SMALL)
+    assert len(list(cache_dir.glob("erm-*.json"))) == 4
+    assert erm_sweep(P, **SMALL) == rows and len(counter) == 0   # all read back, none recomputed
