@@ -440,18 +440,28 @@ def fit_linear_baseline(samples: Samples, lam_lin: float = 1e-4) -> np.ndarray:
 
 
 def estimate_test_errors(teacher: Teacher, Q: np.ndarray, n_test: int, rng: np.random.Generator,
-                         B: np.ndarray | None = None, chunk_size: int = 2048) -> dict[str, float]:
+                         B: np.ndarray | None = None, chunk_size: int = 2048,
+                         control_mean: float | None = None) -> dict[str, float]:
     """Monte-Carlo test errors on ``n_test`` fresh samples, drawn in chunks of ``chunk_size``.
 
     ``eps_g = mean_mu ||y - f_Q(X)||_F^2 / (2d)`` (spec section 2) and, if ``B`` is given, the same for the
     linear baseline ``B (sigma Z)``, on the same samples; each with its standard error
     ``std / sqrt(n_test)``. Memory is ``O(chunk_size L d)``.
+
+    If ``control_mean`` is given, also a control-variate estimate ``test_error_cv`` (with
+    ``test_error_cv_stderr``): the per-sample ``c = (sigma^2/2) ||S(h) - T(h*)||_F^2``, whose exact mean is
+    ``control_mean`` (for L = 2, r = 1: :func:`test_error_from_overlaps_rho` at the student's overlaps and
+    the teacher's ``rho_hat``, exact at finite d because ``(h, h*)`` are exactly Gaussian for a fixed
+    ``Q``), is subtracted sample by sample and its mean added back. Unbiased; the residual is the finite-d
+    part only, so its standard error is several times smaller than the plain one.
     """
     n_test = check_int("n_test", n_test, 2)
     d = teacher.d
     Q = _as_Q(Q, d)
     errs = np.empty(n_test)
     lin = np.empty(n_test) if B is not None else None
+    ctrl = np.empty(n_test) if control_mean is not None else None
+    half_s2 = 0.5 * teacher.params.sigma**2
     i = 0
     for chunk in iter_sample_chunks(teacher, n_test, rng, chunk_size):
         k = chunk.n
@@ -461,6 +471,9 @@ def estimate_test_errors(teacher: Teacher, Q: np.ndarray, n_test: int, rng: np.r
         res = np.matmul(S, chunk.X)
         res -= Y
         errs[i:i + k] = np.einsum("nld,nld->n", res, res) / (2 * d)
+        if ctrl is not None:
+            diff = S - chunk.T
+            ctrl[i:i + k] = half_s2 * np.einsum("nlk,nlk->n", diff, diff)
         if B is not None:
             np.matmul(B, chunk.W, out=res)
             res -= Y
@@ -470,6 +483,10 @@ def estimate_test_errors(teacher: Teacher, Q: np.ndarray, n_test: int, rng: np.r
     if B is not None:
         out["linear_test_error"] = float(lin.mean())
         out["linear_test_error_stderr"] = float(lin.std(ddof=1) / math.sqrt(n_test))
+    if ctrl is not None:
+        resid = errs - ctrl
+        out["test_error_cv"] = float(resid.mean() + control_mean)
+        out["test_error_cv_stderr"] = float(resid.std(ddof=1) / math.sqrt(n_test))
     return out
 
 
@@ -519,7 +536,9 @@ class ERMResult:
     None), with ``theta`` clipped to the Cauchy-Schwarz bound ``sqrt(rho q)`` if the finite-d teacher norm
     ``rho_hat`` exceeds ``rho``; ``test_error_theory_rho_hat`` is the same with the teacher variance
     ``rho_hat = sigma^2 ||Q*||^2/d`` of this finite-d teacher (:func:`test_error_from_overlaps_rho`), the
-    better prediction of the measured ``test_error`` unless the teacher is normalised. ``grad_norm`` is ``||dR/dQ||_F / sqrt(d)`` at the end. ``Q`` (the
+    better prediction of the measured ``test_error`` unless the teacher is normalised. ``test_error_cv``
+    (r = 1, L = 2, else None) estimates the same ``eps_g`` as ``test_error`` on the same samples, with the
+    control variate of :func:`estimate_test_errors` (smaller standard error ``test_error_cv_stderr``). ``grad_norm`` is ``||dR/dQ||_F / sqrt(d)`` at the end. ``Q`` (the
     minimiser) and ``wall_time`` are excluded from equality and from :meth:`as_dict` (hence from caches).
     """
 
@@ -551,6 +570,8 @@ class ERMResult:
     test_error_stderr: float
     test_error_theory: float | None
     test_error_theory_rho_hat: float | None
+    test_error_cv: float | None
+    test_error_cv_stderr: float | None
     linear_test_error: float
     linear_test_error_stderr: float
     converged: bool
@@ -657,13 +678,15 @@ def simulate_erm(params: TaskParams, d: int, alpha: float, start="semantic", see
     Q = fit.Q
     ov = overlaps(Q, teacher)
     q, m, theta = float(ov["q"][0]), float(ov["m"][0]), float(ov["theta"][0])
-    errors = estimate_test_errors(teacher, Q, n_test, streams["test"], B=B, chunk_size=test_chunk)
     theory = theory_rho_hat = None
     if rank == 1 and L == 2 and np.isfinite(q):
         p2 = params if A is None else params.with_(A=tuple(map(tuple, teacher.A.tolist())))
         bound = math.sqrt(p2.rho * q)
         theory = test_error_from_overlaps(p2, q, m, float(np.clip(theta, -bound, bound)))
         theory_rho_hat = test_error_from_overlaps_rho(p2, q, m, theta, teacher.rho_hat)
+    errors = {"test_error_cv": None, "test_error_cv_stderr": None}
+    errors.update(estimate_test_errors(teacher, Q, n_test, streams["test"], B=B, chunk_size=test_chunk,
+                                       control_mean=theory_rho_hat))
     return ERMResult(
         sigma=params.sigma, lam=params.lam, omega=params.omega, A=tuple(map(tuple, teacher.A.tolist())),
         d=d, n=n, alpha=alpha, L=L, rank=rank, seed=seed,

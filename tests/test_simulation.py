@@ -124,6 +124,7 @@ def test_starts_and_measurements():
 def test_rank_two_and_three_tokens_run():
     r = simulate_erm(P, 40, 2.0, start="semantic", rank=2, L=3, A=A3, method="lbfgs", n_test=300)
     assert r.Q.shape == (40, 2) and len(r.theta_cols) == 2 and r.test_error_theory is None
+    assert r.test_error_cv is None and r.test_error_theory_rho_hat is None
     assert r.converged and np.isfinite(r.test_error) and np.isfinite(r.linear_test_error)
 
 
@@ -178,6 +179,16 @@ def test_d1000_positional_start(d1000):
     assert r.test_error == pytest.approx(SE_POSITIONAL_EPS_G, rel=0.05)
     assert r.test_error == pytest.approx(r.test_error_theory, rel=0.05)
     assert d1000["semantic"].train_loss < r.train_loss                    # alpha = 2 > alpha_c
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start", ["semantic", "positional"])
+def test_d1000_control_variate_estimate(d1000, start):
+    r = d1000[start]
+    assert r.test_error_cv_stderr < r.test_error_stderr / 5
+    both = math.hypot(r.test_error_stderr, r.test_error_cv_stderr)
+    assert abs(r.test_error_cv - r.test_error) < 4 * both
+    assert r.test_error_cv == pytest.approx(r.test_error_theory_rho_hat, rel=0.03)   # O(1/d) excess
 
 
 @pytest.mark.slow
