@@ -14,6 +14,10 @@ from .generalisation import linear_baseline_error, test_error_from_overlaps
 from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
 from .quadrature import Quadrature
 from .state_evolution import BRANCHES, Overlaps, SEResult, SESolver, solve_state_evolution
+from .data import make_task, positional_encodings, seed_streams
+from .simulation import (DEFAULT_N_TEST, ERMObjective, ERMResult, estimate_test_errors, fit_linear_baseline,
+                         gradient_descent, minimize_lbfgs, simulate_erm, test_error_from_overlaps_rho)
+from .sim_sweeps import erm_point, erm_sweep, rows_to_columns
 from .sweeps import (ThresholdNotFound, alpha_sweep, branch_curvature, critical_alpha, linear_crossing_alpha,
                      phase_diagram, spinodal_alpha)
 
@@ -22,4 +26,7 @@ __all__ = [
     "Quadrature", "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution",
     "linear_baseline_error", "test_error_from_overlaps", "ThresholdNotFound", "alpha_sweep",
     "branch_curvature", "critical_alpha", "linear_crossing_alpha", "spinodal_alpha", "phase_diagram",
+    "make_task", "positional_encodings", "seed_streams", "DEFAULT_N_TEST", "ERMObjective", "ERMResult",
+    "estimate_test_errors", "fit_linear_baseline", "gradient_descent", "minimize_lbfgs", "simulate_erm",
+    "test_error_from_overlaps_rho", "erm_point", "erm_sweep", "rows_to_columns",
 ]

@@ -122,7 +122,8 @@ def store_cached(key: str, value: Any) -> Path:
     return target
 
 
-_MISSING = object()
+_MISSING = object()  # "no default given" marker of load_cached
+_ABSENT = object()  # "nothing cached" answer asked for by cached
 
 
 def load_cached(key: str, default: Any = _MISSING) -> Any:
@@ -164,8 +165,8 @@ def cached(namespace: str, compute: Callable[[], Any], *, use_cache: bool = True
     if not use_cache:
         return json.loads(json.dumps(_to_jsonable(compute())))
     key = cache_key(namespace, **params)
-    value = load_cached(key, default=_MISSING)
-    if value is not _MISSING:
+    value = load_cached(key, default=_ABSENT)
+    if value is not _ABSENT:
         return value
     value = compute()
     store_cached(key, value)

@@ -14,9 +14,9 @@ Every minimiser satisfies ``||h_hat - c||^2 <= 2 V loss(c)`` (compare ``F(h_hat)
 candidates live in a disc around ``c``. Two modes are offered:
 
 ``mode="global"`` (default, the literal replica-symmetric prescription)
-    Damped Newton descent is started, for every node at once, from ``c``, from ``0``, from the previous
-    iteration's proximal points (if given) and from ``n_ring`` points on a circle of half the disc radius
-    around ``c``; the candidate with the lowest ``F`` is kept.
+    Damped Newton descent is started, for every node at once, from ``c``, from ``0`` and from ``n_ring``
+    points on two circles inside that disc; the candidate with the lowest ``F`` is kept. No state is carried
+    between calls, so the proximal point is a function of the node (symmetric nodes stay symmetric).
 ``mode="from-zero"`` (the authors' numerics)
     One local descent from ``h = 0``.
 
@@ -27,7 +27,7 @@ dropped from the working set.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -53,12 +53,15 @@ class ProxResult:
         ``||grad F(h_hat)||`` (small at a stationary point).
     n_iter : int
         Largest number of Newton iterations used by any descent.
+    start_index : ndarray of int (N,), optional
+        Which start gave the kept minimum (:func:`solve_prox`).
     """
 
     h: np.ndarray
     value: np.ndarray
     grad_norm: np.ndarray
     n_iter: int
+    start_index: np.ndarray | None = None
 
 
 def prox_objective(h: np.ndarray, c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float) -> np.ndarray:
@@ -138,16 +141,27 @@ def minimise_locally(h0: np.ndarray, c: np.ndarray, t_diag: np.ndarray, V: float
     return ProxResult(h=h, value=value, grad_norm=grad_norm, n_iter=it)
 
 
-def _ring_starts(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, n_ring: int) -> list[np.ndarray]:
-    radius = 0.5 * np.sqrt(2.0 * V * output_loss(c, t_diag, sigma))
-    angles = 2.0 * np.pi * (np.arange(n_ring) + 0.5) / n_ring
-    return [c + radius[:, None] * np.array([np.cos(a), np.sin(a)]) for a in angles]
+def _ring_starts(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, n_ring: int,
+                 which: np.ndarray | None = None) -> list[np.ndarray]:
+    """Starts on two circles (radii 0.35 R and 0.75 R, ``R = sqrt(2 V loss(c))`` the radius of the disc that
+    holds every minimiser) around ``c``; with ``which`` (one ring index per node) only that start per node."""
+    radius = np.sqrt(2.0 * V * output_loss(c, t_diag, sigma))
+    k = np.arange(n_ring)
+    frac = np.where(k % 2 == 0, 0.35, 0.75)
+    angles = 2.0 * np.pi * (k + 0.5) / n_ring
+    offsets = frac[:, None] * np.stack([np.cos(angles), np.sin(angles)], axis=-1)  # (n_ring, 2)
+    if which is not None:
+        return [c + radius[:, None] * offsets[np.clip(which, 0, n_ring - 1)]]
+    return [c + radius[:, None] * offsets[j] for j in range(n_ring)]
 
 
 def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: str = "global",
-               warm: np.ndarray | None = None, n_ring: int = 4, tol: float = 1e-10,
+               n_ring: int = 12, ring_choice: np.ndarray | None = None, tol: float = 1e-10,
                max_iter: int = 60) -> ProxResult:
     """Proximal points of all nodes (see the module docstring for the treatment of local minima).
+
+    The result is a deterministic function of ``(c, t_diag, V)`` (and ``ring_choice``): no state is carried
+    between calls, so nodes related by a symmetry get related proximal points.
 
     Parameters
     ----------
@@ -159,10 +173,16 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
         Token-content scale.
     mode : {"global", "from-zero"}
         Multi-start global minimisation, or one local descent from ``h = 0``.
-    warm : ndarray (N, 2), optional
-        Extra starting points (the previous iteration's proximal points), used in ``"global"`` mode only.
     n_ring : int
-        Extra starts on a circle around ``c`` in ``"global"`` mode.
+        Starts on two circles around ``c`` in ``"global"`` mode (besides ``c`` and ``0``).
+    ring_choice : ndarray of int (N,), optional
+        Cheap global mode: per node, only the ring start of this index (e.g. the winner of a previous full
+        search, ``ProxResult.start_index - 2``) besides ``c`` and ``0``.
+
+    Returns
+    -------
+    ProxResult
+        ``start_index`` tells which start won (0: ``c``, 1: ``0``, ``2 + j``: ring start ``j``).
     """
     if mode not in PROX_MODES:
         raise ValueError(f"mode must be one of {PROX_MODES}, got {mode!r}")
@@ -170,17 +190,20 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
         raise ValueError(f"V must lie in (0, inf), got {V!r}")
     c = np.asarray(c, dtype=float)
     t_diag = np.asarray(t_diag, dtype=float)
+    n = c.shape[0]
     if mode == "from-zero":
-        return minimise_locally(np.zeros_like(c), c, t_diag, V, sigma, tol, max_iter)
+        res = minimise_locally(np.zeros_like(c), c, t_diag, V, sigma, tol, max_iter)
+        return replace(res, start_index=np.ones(n, dtype=int))
     starts = [c, np.zeros_like(c)]
-    if warm is not None:
-        starts.append(np.asarray(warm, dtype=float))
     if n_ring:
-        starts.extend(_ring_starts(c, t_diag, V, sigma, n_ring))
-    k, n = len(starts), c.shape[0]
+        starts.extend(_ring_starts(c, t_diag, V, sigma, n_ring, ring_choice))
+    k = len(starts)
     res = minimise_locally(np.concatenate(starts), np.tile(c, (k, 1)), np.tile(t_diag, (k, 1)), V, sigma,
                            tol, max_iter)
     values = res.value.reshape(k, n)
     best = np.argmin(values, axis=0)
     idx = best * n + np.arange(n)
-    return ProxResult(h=res.h[idx], value=res.value[idx], grad_norm=res.grad_norm[idx], n_iter=res.n_iter)
+    if ring_choice is not None:
+        best = np.where(best == 2, 2 + np.clip(ring_choice, 0, n_ring - 1), best)
+    return ProxResult(h=res.h[idx], value=res.value[idx], grad_norm=res.grad_norm[idx], n_iter=res.n_iter,
+                      start_index=best)

@@ -45,7 +45,7 @@ from .params import TaskParams, check_alpha, check_finite_scalar
 from .proximal import PROX_MODES, solve_prox
 from .quadrature import Quadrature
 
-__all__ = ["Overlaps", "Conjugates", "SESolver", "SEResult", "BRANCHES", "default_start", "symmetry_generators",
+__all__ = ["Overlaps", "Conjugates", "SESolver", "SEResult", "BRANCHES", "default_start", "symmetry_generators", "se_nodes",
            "conjugates_and_energy", "overlaps_from_conjugates", "state_evolution_step",
            "solve_state_evolution"]
 
@@ -86,7 +86,8 @@ class SESolver:
     Parameters
     ----------
     quadrature : Quadrature
-        Rule for the 4-dimensional expectation over ``(xi, eta)``.
+        Rule for the 4-dimensional expectation over ``(xi, eta)``, laid out in rotated coordinates
+        (:func:`se_nodes`; use an even Gauss-Hermite order).
     prox_mode : {"global", "from-zero"}
         Treatment of the non-convex proximal problem (:mod:`attnlib.proximal`).
     n_ring : int
@@ -101,9 +102,9 @@ class SESolver:
         History length of Anderson acceleration (0 switches it off).
     """
 
-    quadrature: Quadrature = field(default_factory=lambda: Quadrature("gauss-hermite", 10))
+    quadrature: Quadrature = field(default_factory=lambda: Quadrature("gauss-hermite", 12))
     prox_mode: str = "global"
-    n_ring: int = 4
+    n_ring: int = 12
     tol: float = 1e-7
     max_iter: int = 400
     damping: float = 0.5
@@ -198,33 +199,55 @@ def _check_state(x: Overlaps, rho: float) -> None:
 
 
 def symmetry_generators(params: TaskParams, hold=(None, None)) -> tuple:
-    """Symmetries of the state-evolution integrands, as signed permutations of ``(xi_1, xi_2, eta_1, eta_2)``.
+    """Symmetries of the state-evolution integrands, as sign flips of the rotated coordinates
+    ``(u_xi, v_xi, u_eta, v_eta)`` of :func:`se_nodes` (``u = (x_1 + x_2)/sqrt 2``, ``v = (x_1 - x_2)/sqrt 2``).
 
-    * ``A_11 = A_22``: ``(xi, eta) -> (-swap xi, -swap eta)`` maps ``c -> -swap c``, ``T -> swap T``, hence
-      ``g -> -swap g``, leaving every integrand invariant.
     (``hold`` gives the pinned ``(m, theta)``, None where free; only pins at exactly zero add symmetries.)
 
+    * ``A_11 = A_22``: ``(xi, eta) -> (-swap xi, -swap eta)``, i.e. ``u -> -u``, maps ``c -> -swap c``,
+      ``T -> swap T``, hence ``g -> -swap g``, leaving every integrand invariant.
     * ``theta = 0`` held: ``eta -> -eta`` leaves ``T`` and ``c`` unchanged (only the held ``theta_hat``
       integrand changes sign).
     * ``m = 0`` held: ``(xi, eta) -> (-xi, -eta)`` maps ``g -> -g`` (only the held ``m_hat`` integrand
       changes sign).
     """
+    ident = (0, 1, 2, 3)
     gens = []
     if params.swap_symmetric:
-        gens.append(((1, 0, 3, 2), (-1, -1, -1, -1)))
+        gens.append((ident, (-1, 1, -1, 1)))
     if hold[1] == 0.0:
-        gens.append(((0, 1, 2, 3), (1, 1, -1, -1)))
+        gens.append((ident, (1, 1, -1, -1)))
     if hold[0] == 0.0:
-        gens.append(((0, 1, 2, 3), (-1, -1, -1, -1)))
+        gens.append((ident, (-1, -1, -1, -1)))
     return tuple(gens)
+
+
+_ROT = np.array([[1.0, 1.0], [1.0, -1.0]]) / np.sqrt(2.0)
+
+
+def se_nodes(quadrature: Quadrature, generators: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Quadrature nodes ``(xi_1, xi_2, eta_1, eta_2)`` and weights of the state evolution.
+
+    The rule is laid out in the rotated coordinates ``u = (x_1 + x_2)/sqrt 2``, ``v = (x_1 - x_2)/sqrt 2`` of
+    each pair (the Gaussian is rotation invariant). With an even Gauss-Hermite order no node then lies on the
+    token-swap mirror ``x_1 = x_2`` (nor at the origin), where the proximal problem has two mirror-image
+    minima of equal value and the integrand is ambiguous; and the symmetries of
+    :func:`symmetry_generators` are sign flips that map the grid onto itself, so their orbits are folded
+    (:meth:`Quadrature.reduced_points`).
+    """
+    pts, wts = quadrature.reduced_points(4, generators)
+    xi = pts[:, :2] @ _ROT.T
+    eta = pts[:, 2:] @ _ROT.T
+    return np.ascontiguousarray(np.concatenate([xi, eta], axis=1)), wts
 
 
 def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: np.ndarray,
                           weights: np.ndarray, solver: SESolver, hold=(None, None),
-                          warm: np.ndarray | None = None, full_search: bool = True):
+                          ring_choice: np.ndarray | None = None, full_search: bool = True):
     """Conjugates of the overlaps ``x`` (spec section 3), the mean proximal value ``E[M]`` and the proximal
-    points (for warm starts). ``full_search=False`` skips the ring starts of the global proximal search
-    (used between the full searches of :func:`solve_state_evolution`).
+    search's winning start per node. ``full_search=False`` runs the cheap global search: ``c``, ``0`` and, per
+    node, only the ring start that won the last full search (``ring_choice``); it is used between the full
+    searches of :func:`solve_state_evolution`, which always confirms a fixed point with a full search.
 
     ``hold = (m_pin, theta_pin)`` pins overlaps (None: free). A pinned overlap is a constraint on the
     minimisation: its conjugate becomes the Lagrange multiplier that keeps it at the pinned value
@@ -241,8 +264,9 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
     b = np.sqrt(max(rho - x.theta**2 / x.q, 0.0))
     c = sq * xi + x.m * POSITION_SIGNS
     t_diag = teacher_diagonal((x.theta / sq) * xi + b * eta, params)
-    prox = solve_prox(c, t_diag, x.V, params.sigma, mode=solver.prox_mode, warm=warm,
-                      n_ring=solver.n_ring if full_search else 0)
+    cheap = not full_search and ring_choice is not None
+    prox = solve_prox(c, t_diag, x.V, params.sigma, mode=solver.prox_mode, n_ring=solver.n_ring,
+                      ring_choice=ring_choice - 2 if cheap else None)
     g = (prox.h - c) / x.V
     wg = weights[:, None] * g
     pin_m, pin_theta = hold
@@ -253,7 +277,7 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
     m_hat = alpha * float(np.sum(wg @ POSITION_SIGNS)) if pin_m is None else pin_m * D
     if pin_theta is not None:
         theta_hat = pin_theta * D / (params.sigma**2 * rho)
-    return Conjugates(q_hat, m_hat, V_hat, theta_hat), float(weights @ prox.value), prox.h
+    return Conjugates(q_hat, m_hat, V_hat, theta_hat), float(weights @ prox.value), prox.start_index
 
 
 def overlaps_from_conjugates(params: TaskParams, hat: Conjugates) -> Overlaps:
@@ -278,7 +302,7 @@ def state_evolution_step(params: TaskParams, alpha: float, x: Overlaps, solver: 
     """One undamped update ``x -> F(x)`` of the state evolution (for checks of stationarity)."""
     solver = solver or SESolver()
     hold = _hold(params, branch) if branch else (None, None)
-    nodes, weights = solver.quadrature.points(4)
+    nodes, weights = se_nodes(solver.quadrature)
     hat, _, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
     return overlaps_from_conjugates(params, hat)
 
@@ -331,33 +355,45 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         _check_state(x, params.rho)
     except FloatingPointError as exc:
         raise ValueError(f"start must satisfy q > 0, V > 0, theta^2 <= rho q: {exc}") from None
-    nodes, weights = solver.quadrature.reduced_points(4, symmetry_generators(params, hold))
+    nodes, weights = se_nodes(solver.quadrature, symmetry_generators(params, hold))
 
-    warm = None
+    winner = None  # winning start of each node's last full proximal search
     hist_x, hist_f = [], []
     residuals = []
     converged = False
     failure = None
+    last_valid, n_backtrack = None, 0
     always_full = False  # the ring starts of the proximal search: first iteration, and to confirm convergence
     it = 0
     for it in range(1, solver.max_iter + 1):
         try:
-            hat, mean_M, warm = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold, warm,
-                                                      full_search=always_full or it == 1)
+            hat, mean_M, winner = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold,
+                                                        ring_choice=winner,
+                                                        full_search=always_full or winner is None)
             fx_ov = overlaps_from_conjugates(params, hat)
             _check_state(fx_ov, params.rho)
             xa, fa = x.as_array(), fx_ov.as_array()
             res = _residual(xa, fa)
-            if res < solver.tol and not (always_full or it == 1):
+            if res < solver.tol and not always_full:
                 always_full = True  # confirm with the full search at the same point
-                hat, mean_M, warm = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold, warm)
+                hat, mean_M, winner = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
                 fx_ov = overlaps_from_conjugates(params, hat)
                 _check_state(fx_ov, params.rho)
                 fa = fx_ov.as_array()
                 res = _residual(xa, fa)
         except FloatingPointError as exc:
-            failure = str(exc)
-            break
+            # the update left the domain (e.g. V_hat < -lambda/sigma^2 on a non-convex stretch): step back
+            # half-way towards the last valid iterate, a few times, before giving up
+            if last_valid is None or n_backtrack >= 12:
+                failure = str(exc)
+                break
+            n_backtrack += 1
+            hist_x.clear()
+            hist_f.clear()
+            x = Overlaps.from_array(0.5 * (x.as_array() + last_valid))
+            winner = None
+            continue
+        last_valid, n_backtrack = xa, 0
         residuals.append(res)
         if res < solver.tol:
             converged = True  # x is a fixed point; hat and mean_M were computed at x
@@ -373,7 +409,7 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         x = cand
 
     if not converged:  # conjugates and energy at the returned (last valid) point
-        hat, mean_M, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold, warm)
+        hat, mean_M, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
     phi = _free_energy(params, alpha, x, hat, mean_M)
     eps_g = test_error_from_overlaps(params, x.q, x.m, x.theta)
     if not converged:

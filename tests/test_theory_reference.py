@@ -63,10 +63,11 @@ def test_linear_baseline_matches_monte_carlo():
     assert rel(mc, linear_baseline_error(P)) < 0.01
 
 
-def test_thresholds():
-    a_c = critical_alpha(P, use_cache=False)
+def test_thresholds(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLIB_CACHE_DIR", str(tmp_path))  # alpha_l reuses the sweep made for alpha_c
+    a_c = critical_alpha(P)
     assert abs(a_c - 1.24) < 0.05
-    a_l = linear_crossing_alpha(P, use_cache=False)
+    a_l = linear_crossing_alpha(P)
     assert abs(a_l - 1.45) < 0.05
     assert a_l >= a_c
     # at alpha_c the two training losses agree (a root, not a grid point)
@@ -101,21 +102,24 @@ def test_sign_symmetry():
 
 
 def test_quadrature_order_convergence_at_reference_point():
-    """Answers converge with the Gauss-Hermite order: at alpha = 2 orders 8 to 14 differ by < 0.5 %, and the
-    spread shrinks with the order."""
+    """Answers converge with the Gauss-Hermite order on the semantic branch at alpha = 2: the distance to
+    order 16 shrinks with the order and is below 2 % from order 8 on."""
     vals = {}
-    for order in (8, 10, 12, 14):
+    for order in (8, 12, 16):
         r = solve_state_evolution(P, 2.0, "semantic", solver=SESolver(quadrature=Quadrature("gauss-hermite", order)))
         vals[order] = np.array([r.q, r.theta, r.test_error, r.train_loss])
-    ref = vals[14]
-    for order in (8, 10, 12):
-        assert np.max(np.abs(vals[order] / ref - 1)) < 5e-3
-    assert np.max(np.abs(vals[12] / ref - 1)) <= np.max(np.abs(vals[8] / ref - 1)) + 1e-4
+    err = {o: np.max(np.abs(vals[o] / vals[16] - 1)) for o in (8, 12)}
+    assert err[8] < 2e-2 and err[12] < err[8]
 
 
-def test_sobol_rule_agrees_with_gauss_hermite(sem2):
-    r = solve_state_evolution(P, 2.0, "semantic", solver=SESolver(quadrature=Quadrature("sobol", 15)))
-    assert rel(r.theta, sem2.theta) < 5e-3 and rel(r.train_loss, sem2.train_loss) < 5e-3
+def test_quasi_monte_carlo_agrees_with_gauss_hermite(sem2, pos2):
+    """Sobol points (robust to the jumps of the proximal point) against the default tensor rule: the
+    semantic branch agrees within 0.5 %, the positional one (whose integrand jumps most) within 5 %."""
+    qmc = SESolver(quadrature=Quadrature("sobol", 13))
+    s = solve_state_evolution(P, 2.0, "semantic", solver=qmc)
+    assert rel(s.theta, sem2.theta) < 5e-3 and rel(s.train_loss, sem2.train_loss) < 5e-3
+    p = solve_state_evolution(P, 2.0, "positional", solver=qmc)
+    assert rel(p.q, pos2.q) < 0.05 and rel(p.m, pos2.m) < 0.05 and rel(p.train_loss, pos2.train_loss) < 5e-3
 
 
 def test_eps_g_formula_quadrature_converges():
