@@ -63,8 +63,8 @@ from .params import TaskParams, check_alpha, check_finite_scalar
 from .proximal import PROX_MODES, solve_prox
 from .quadrature import Quadrature
 from .simulation import n_samples
-from .state_evolution import (Overlaps, SESolver, conjugates_and_energy, default_start,
-                              overlaps_from_conjugates)
+from . import state_evolution as _se
+from .state_evolution import Overlaps, SESolver, conjugates_and_energy, default_start
 
 __all__ = ["GAMP_STARTS", "START_WIDTH", "GAMPResult", "SEIterates", "gamp_initial_Q", "run_gamp",
            "state_evolution_iterates"]
@@ -478,7 +478,9 @@ def state_evolution_iterates(params: TaskParams, alpha: float, start, n_iter: in
     if hold_theta_zero:
         x = Overlaps(q=x.q, m=x.m, V=x.V, theta=0.0)
     s2, rho, lam = params.sigma**2, params.rho, params.lam
-    nodes, weights = solver.quadrature.points(4)
+    # the same nodes as attnlib.state_evolution (its node layout, where it defines one)
+    se_nodes = getattr(_se, "se_nodes", None)
+    nodes, weights = se_nodes(solver.quadrature) if se_nodes is not None else solver.quadrature.points(4)
     xs = [x.as_array()]
     hats = []
     D = s2 / x.V
