@@ -460,7 +460,8 @@ def state_evolution_iterates(params: TaskParams, alpha: float, start, n_iter: in
     prox_mode : {"global", "from-zero"}
         As in :func:`run_gamp`.
     quadrature : Quadrature, optional
-        Rule for the expectations over ``(xi, eta)`` (default: 10-point Gauss-Hermite per dimension).
+        Rule for the expectations over ``(xi, eta)`` (default: that of
+        :class:`~attnlib.state_evolution.SESolver`).
     hold_theta_zero : bool
         Hold ``theta = 0`` (the positional branch, spec section 3) instead of iterating it freely.
 
@@ -472,7 +473,8 @@ def state_evolution_iterates(params: TaskParams, alpha: float, start, n_iter: in
     alpha = check_alpha(alpha)
     n_iter = check_int("n_iter", n_iter, 1)
     damping = _check_damping("damping", damping)
-    solver = SESolver(quadrature=quadrature or Quadrature("gauss-hermite", 10), prox_mode=prox_mode)
+    solver = (SESolver(prox_mode=prox_mode) if quadrature is None
+              else SESolver(quadrature=quadrature, prox_mode=prox_mode))
     x = _start_overlaps(params, start)
     hold = (None, 0.0) if hold_theta_zero else (None, None)
     if hold_theta_zero:

@@ -10,6 +10,7 @@ import pytest
 from attnlib.exceptions import ConvergenceWarning
 from attnlib.gamp import GAMPResult, gamp_initial_Q, run_gamp, state_evolution_iterates
 from attnlib.params import TaskParams
+from attnlib.quadrature import Quadrature
 from attnlib.simulation import simulate_erm
 from attnlib.state_evolution import Overlaps
 
@@ -27,7 +28,8 @@ def tracked():
             warnings.simplefilter("ignore", ConvergenceWarning)
             run = run_gamp(P, D, ALPHA, start=start, seed=0, max_iter=N_TRACK, tol=1e-9, damping=0.3,
                            normalize_teacher=True)
-        se = state_evolution_iterates(P, ALPHA, run.start, n_iter=N_TRACK, damping=0.3)
+        se = state_evolution_iterates(P, ALPHA, run.start, n_iter=N_TRACK, damping=0.3,
+                                      quadrature=Quadrature("gauss-hermite", 10))
         out[start] = (run, se)
     return out
 
