@@ -38,6 +38,20 @@ overlaps of the new estimate obey exactly the update of spec section 3:
 + sigma^2 rho theta_hat^2)/D^2`` and ``V = sigma^2/D``. :func:`state_evolution_iterates` iterates that map
 from the same initial overlaps for an iteration-by-iteration comparison.
 
+Two implementation choices keep this state evolution exact while making GAMP usable:
+
+* ``V_hat`` needs the divergence of ``g`` *including* the jumps of the global proximal point between local
+  minima (Stein's lemma in the state evolution sees them); the implicit Jacobian alone misses them (about 6 %
+  of ``V_hat`` on the positional branch), so a control-variate probe estimate adds them
+  (:func:`_divergence`).
+* The undamped iteration has period-2 instabilities (strongest in ``m``). Damping the two *scalars* of the
+  input step, ``D`` and ``m``, is exact for the state evolution (``damping``); Rangan-style damping of the
+  vector messages (``message_damping``) is also offered but is not tracked exactly.
+
+On the positional branch GAMP can end on a small period-2 cycle (amplitude ~4e-4 in ``m`` at d = 2000)
+rather than an exact fixed point: samples whose centre sits near a jump of the proximal point alternate
+between the two minima. It is reported as ``converged=False``.
+
 A fixed point of GAMP is an exact stationary point of ``R_GLM``: there ``h_hat = h(Q_hat)``,
 ``g = -grad l(h_hat)`` and ``lambda Q_hat = F^T g + m_hat 1_d = -grad R_GLM + lambda Q_hat``. ``R_GLM`` differs
 from the finite-d risk of :mod:`attnlib.simulation` by the fluctuations of the token Gram matrices
