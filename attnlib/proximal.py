@@ -55,6 +55,9 @@ class ProxResult:
         Largest number of Newton iterations used by any descent.
     start_index : ndarray of int (N,), optional
         Which start gave the kept minimum (:func:`solve_prox`).
+    gap : ndarray (N,), optional
+        Global search only: how much higher the best *other* local minimum found lies (``inf`` if all
+        starts reached the same point). A small gap marks a node near a jump of the proximal point.
     """
 
     h: np.ndarray
@@ -62,6 +65,7 @@ class ProxResult:
     grad_norm: np.ndarray
     n_iter: int
     start_index: np.ndarray | None = None
+    gap: np.ndarray | None = None
 
 
 def prox_objective(h: np.ndarray, c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float) -> np.ndarray:
@@ -141,26 +145,25 @@ def minimise_locally(h0: np.ndarray, c: np.ndarray, t_diag: np.ndarray, V: float
     return ProxResult(h=h, value=value, grad_norm=grad_norm, n_iter=it)
 
 
-def _ring_starts(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, n_ring: int,
-                 which: np.ndarray | None = None) -> list[np.ndarray]:
+def _ring_starts(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, n_ring: int) -> list[np.ndarray]:
     """Starts on two circles (radii 0.35 R and 0.75 R, ``R = sqrt(2 V loss(c))`` the radius of the disc that
-    holds every minimiser) around ``c``; with ``which`` (one ring index per node) only that start per node."""
+    holds every minimiser) around ``c``. The set of offsets is closed under ``h -> -h`` and under swapping
+    the two coordinates when ``n_ring`` is a multiple of 4, so the search is equivariant under the model's
+    symmetries."""
     radius = np.sqrt(2.0 * V * output_loss(c, t_diag, sigma))
     k = np.arange(n_ring)
     frac = np.where(k % 2 == 0, 0.35, 0.75)
     angles = 2.0 * np.pi * (k + 0.5) / n_ring
     offsets = frac[:, None] * np.stack([np.cos(angles), np.sin(angles)], axis=-1)  # (n_ring, 2)
-    if which is not None:
-        return [c + radius[:, None] * offsets[np.clip(which, 0, n_ring - 1)]]
     return [c + radius[:, None] * offsets[j] for j in range(n_ring)]
 
 
 def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: str = "global",
-               n_ring: int = 12, ring_choice: np.ndarray | None = None, tol: float = 1e-10,
+               n_ring: int = 12, tol: float = 1e-10,
                max_iter: int = 60) -> ProxResult:
     """Proximal points of all nodes (see the module docstring for the treatment of local minima).
 
-    The result is a deterministic function of ``(c, t_diag, V)`` (and ``ring_choice``): no state is carried
+    The result is a deterministic function of ``(c, t_diag, V)``: no state is carried
     between calls, so nodes related by a symmetry get related proximal points.
 
     Parameters
@@ -175,9 +178,6 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
         Multi-start global minimisation, or one local descent from ``h = 0``.
     n_ring : int
         Starts on two circles around ``c`` in ``"global"`` mode (besides ``c`` and ``0``).
-    ring_choice : ndarray of int (N,), optional
-        Cheap global mode: per node, only the ring start of this index (e.g. the winner of a previous full
-        search, ``ProxResult.start_index - 2``) besides ``c`` and ``0``.
 
     Returns
     -------
@@ -196,14 +196,15 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
         return replace(res, start_index=np.ones(n, dtype=int))
     starts = [c, np.zeros_like(c)]
     if n_ring:
-        starts.extend(_ring_starts(c, t_diag, V, sigma, n_ring, ring_choice))
+        starts.extend(_ring_starts(c, t_diag, V, sigma, n_ring))
     k = len(starts)
     res = minimise_locally(np.concatenate(starts), np.tile(c, (k, 1)), np.tile(t_diag, (k, 1)), V, sigma,
                            tol, max_iter)
     values = res.value.reshape(k, n)
     best = np.argmin(values, axis=0)
     idx = best * n + np.arange(n)
-    if ring_choice is not None:
-        best = np.where(best == 2, 2 + np.clip(ring_choice, 0, n_ring - 1), best)
+    h_all = res.h.reshape(k, n, 2)
+    other = np.max(np.abs(h_all - res.h[idx][None]), axis=-1) > 1e-6  # a different local minimum
+    gap = np.min(np.where(other, values - res.value[idx][None], np.inf), axis=0)
     return ProxResult(h=res.h[idx], value=res.value[idx], grad_norm=res.grad_norm[idx], n_iter=res.n_iter,
-                      start_index=best)
+                      start_index=best, gap=gap)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -100,6 +100,18 @@ class SESolver:
         Weight of the new iterate in a plain damped step, in ``(0, 1]``.
     anderson : int
         History length of Anderson acceleration (0 switches it off).
+    jump_margin : float
+        Between full proximal searches, nodes whose second-best local minimum lay within this margin of the
+        best are searched fully again (the rest follow their minimum by local descent).
+    cheap_below : float
+        Cheap steps are taken only once the residual is below this (while the overlaps still move a lot,
+        the global proximal minimum of many nodes switches basin, and only the full search follows it).
+    coarse_quadrature : Quadrature or None
+        A cheap rule used for the transient, until the residual falls below ``coarse_until``; then the
+        iteration continues with ``quadrature`` (None: ``quadrature`` throughout). The fixed point is that of
+        ``quadrature`` alone.
+    coarse_until : float
+        Residual at which the coarse rule hands over to the fine one.
     """
 
     quadrature: Quadrature = field(default_factory=lambda: Quadrature("gauss-hermite", 12))
@@ -109,6 +121,10 @@ class SESolver:
     max_iter: int = 400
     damping: float = 0.5
     anderson: int = 4
+    jump_margin: float = 1e-3
+    cheap_below: float = 1e-2
+    coarse_quadrature: Quadrature | None = field(default_factory=lambda: Quadrature("gauss-hermite", 6))
+    coarse_until: float = 1e-3
 
     def __post_init__(self):
         if self.prox_mode not in PROX_MODES:
@@ -243,11 +259,16 @@ def se_nodes(quadrature: Quadrature, generators: tuple = ()) -> tuple[np.ndarray
 
 def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: np.ndarray,
                           weights: np.ndarray, solver: SESolver, hold=(None, None),
-                          ring_choice: np.ndarray | None = None, full_search: bool = True):
+                          warm: np.ndarray | None = None):
     """Conjugates of the overlaps ``x`` (spec section 3), the mean proximal value ``E[M]`` and the proximal
-    search's winning start per node. ``full_search=False`` runs the cheap global search: ``c``, ``0`` and, per
-    node, only the ring start that won the last full search (``ring_choice``); it is used between the full
-    searches of :func:`solve_state_evolution`, which always confirms a fixed point with a full search.
+    points.
+
+    Without ``warm`` the proximal step is the solver's deterministic one (``solver.prox_mode``). With
+    ``warm = (h, near_jump)`` (what a previous call returned, for a nearby state) and ``prox_mode="global"``
+    it is one local descent from ``h`` per node, plus a full search on the nodes flagged ``near_jump``
+    (whose second-best local minimum lay within ``solver.jump_margin`` of the best at the last full
+    search): the cheap step that :func:`solve_state_evolution` takes between full searches (it always
+    confirms a fixed point with a full search).
 
     ``hold = (m_pin, theta_pin)`` pins overlaps (None: free). A pinned overlap is a constraint on the
     minimisation: its conjugate becomes the Lagrange multiplier that keeps it at the pinned value
@@ -256,17 +277,32 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
 
     Returns
     -------
-    Conjugates, float, ndarray (N, 2)
+    Conjugates, float, tuple (h, near_jump) to pass as ``warm`` to the next call
     """
+    from .proximal import minimise_locally
+
     rho = params.rho
     xi, eta = nodes[:, :2], nodes[:, 2:]
     sq = np.sqrt(x.q)
     b = np.sqrt(max(rho - x.theta**2 / x.q, 0.0))
     c = sq * xi + x.m * POSITION_SIGNS
     t_diag = teacher_diagonal((x.theta / sq) * xi + b * eta, params)
-    cheap = not full_search and ring_choice is not None
-    prox = solve_prox(c, t_diag, x.V, params.sigma, mode=solver.prox_mode, n_ring=solver.n_ring,
-                      ring_choice=ring_choice - 2 if cheap else None)
+    if warm is not None and solver.prox_mode == "global":
+        h_warm, near_jump = warm
+        prox = minimise_locally(h_warm, c, t_diag, x.V, params.sigma)
+        if np.any(near_jump):  # nodes near a jump of the proximal point: full search again
+            sub = solve_prox(c[near_jump], t_diag[near_jump], x.V, params.sigma, n_ring=solver.n_ring)
+            better = sub.value < prox.value[near_jump]
+            h = prox.h.copy()
+            value = prox.value.copy()
+            rows = np.nonzero(near_jump)[0][better]
+            h[rows], value[rows] = sub.h[better], sub.value[better]
+            prox = replace(prox, h=h, value=value)
+        new_warm = (prox.h, near_jump)
+    else:
+        prox = solve_prox(c, t_diag, x.V, params.sigma, mode=solver.prox_mode, n_ring=solver.n_ring)
+        near_jump = prox.gap < solver.jump_margin if prox.gap is not None else np.zeros(len(c), bool)
+        new_warm = (prox.h, near_jump)
     g = (prox.h - c) / x.V
     wg = weights[:, None] * g
     pin_m, pin_theta = hold
@@ -277,7 +313,7 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
     m_hat = alpha * float(np.sum(wg @ POSITION_SIGNS)) if pin_m is None else pin_m * D
     if pin_theta is not None:
         theta_hat = pin_theta * D / (params.sigma**2 * rho)
-    return Conjugates(q_hat, m_hat, V_hat, theta_hat), float(weights @ prox.value), prox.start_index
+    return Conjugates(q_hat, m_hat, V_hat, theta_hat), float(weights @ prox.value), new_warm
 
 
 def overlaps_from_conjugates(params: TaskParams, hat: Conjugates) -> Overlaps:
@@ -355,32 +391,38 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         _check_state(x, params.rho)
     except FloatingPointError as exc:
         raise ValueError(f"start must satisfy q > 0, V > 0, theta^2 <= rho q: {exc}") from None
-    nodes, weights = se_nodes(solver.quadrature, symmetry_generators(params, hold))
+    generators = symmetry_generators(params, hold)
+    fine = se_nodes(solver.quadrature, generators)
+    coarse = se_nodes(solver.coarse_quadrature, generators) if solver.coarse_quadrature else None
+    nodes, weights = coarse if coarse is not None else fine  # coarse rule for the transient
 
-    winner = None  # winning start of each node's last full proximal search
+    warm = None  # proximal points of the previous iteration (cheap local steps between full searches)
+    failed_confirmations = 0
     hist_x, hist_f = [], []
     residuals = []
     converged = False
     failure = None
     last_valid, n_backtrack = None, 0
-    always_full = False  # the ring starts of the proximal search: first iteration, and to confirm convergence
     it = 0
     for it in range(1, solver.max_iter + 1):
         try:
-            hat, mean_M, winner = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold,
-                                                        ring_choice=winner,
-                                                        full_search=always_full or winner is None)
+            # cheap steps (local descent from the last proximal points) only once the iterate moves little
+            cheap = (warm is not None and failed_confirmations < 3 and bool(residuals)
+                     and residuals[-1] < solver.cheap_below)
+            hat, mean_M, warm = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold,
+                                                      warm=warm if cheap else None)
             fx_ov = overlaps_from_conjugates(params, hat)
             _check_state(fx_ov, params.rho)
             xa, fa = x.as_array(), fx_ov.as_array()
             res = _residual(xa, fa)
-            if res < solver.tol and not always_full:
-                always_full = True  # confirm with the full search at the same point
-                hat, mean_M, winner = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
+            if res < solver.tol and cheap:
+                # confirm with the full (deterministic) proximal search at the same point
+                hat, mean_M, warm = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
                 fx_ov = overlaps_from_conjugates(params, hat)
                 _check_state(fx_ov, params.rho)
                 fa = fx_ov.as_array()
                 res = _residual(xa, fa)
+                failed_confirmations += res >= solver.tol
         except FloatingPointError as exc:
             # the update left the domain (e.g. V_hat < -lambda/sigma^2 on a non-convex stretch): step back
             # half-way towards the last valid iterate, a few times, before giving up
@@ -391,9 +433,18 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
             hist_x.clear()
             hist_f.clear()
             x = Overlaps.from_array(0.5 * (x.as_array() + last_valid))
-            winner = None
+            warm = None
             continue
         last_valid, n_backtrack = xa, 0
+        if coarse is not None and (res < solver.coarse_until or it >= solver.max_iter // 2):
+            # switch to the fine rule: restart the mixing and the proximal warm starts
+            coarse = None
+            nodes, weights = fine
+            hist_x.clear()
+            hist_f.clear()
+            warm = None
+            residuals.append(res)
+            continue
         residuals.append(res)
         if res < solver.tol:
             converged = True  # x is a fixed point; hat and mean_M were computed at x
