@@ -87,10 +87,10 @@ def built_book() -> Path:
         log = proc.stdout + proc.stderr
         (ROOT / "_build").mkdir(exist_ok=True)
         (ROOT / "_build" / "build.log").write_text(log)
-    else:
-        (ROOT / "_build" / "build.log").unlink(missing_ok=True)
         assert proc.returncode == 0, f"jupyter-book build failed:\n{log[-6000:]}"
         assert "build succeeded" in log, log[-3000:]
+    else:
+        (ROOT / "_build" / "build.log").unlink(missing_ok=True)
     for name in PAGES:
         assert (HTML / f"{name}.html").is_file(), f"missing page {name}.html"
     return HTML
