@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
+from book_toc import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
@@ -35,23 +35,6 @@ KNOWN_JS_ERRORS = ("Identifier 'THEBE_JS_URL' has already been declared",)
 BINDER_PREFIX = "https://mybinder.org/v2/gh/attnlib/attention-phase-transition/main?urlpath=lab/tree/book/"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    return files
 
 
 PAGES = toc_files()

@@ -6,27 +6,11 @@ from pathlib import Path
 
 import jupytext
 import pytest
+from book_toc import toc_files
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
-
-
-def toc_files() -> list[str]:
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    files = [toc["root"]]
-
-    def walk(entries):
-        for entry in entries or []:
-            if "file" in entry:
-                files.append(entry["file"])
-            walk(entry.get("sections"))
-            walk(entry.get("chapters"))
-
-    walk(toc.get("chapters"))
-    for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    return files
 
 
 CHAPTERS = sorted(p.stem for p in BOOK.glob("[0-9][0-9]-*.md"))

@@ -1,6 +1,5 @@
 """The state evolution against the paper's reference values (spec section 4, sigma = 0.5, lambda = 0.01,
 standard A, omega = 0.3) and physics checks of its fixed points."""
-import warnings
 
 import numpy as np
 import pytest

@@ -1,0 +1,26 @@
+"""Shared helper of the book tests: the pages listed in the table of contents."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toc_files(toc_path: Path = ROOT / "_toc.yml") -> list[str]:
+    """File names (without suffix) of every page of the table of contents, in order."""
+    toc = yaml.safe_load(Path(toc_path).read_text())
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections"))
+            walk(entry.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    return files
