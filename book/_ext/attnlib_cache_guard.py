@@ -13,11 +13,15 @@ On ``config-inited`` this extension
    Sphinx also sees a changed configuration and re-reads (hence re-executes) every notebook instead of
    reusing the pickled doctrees of unchanged sources;
 5. if the cache was wiped, additionally marks every document outdated (``env-get-outdated``), which covers a
-   stamp that disagrees with the pickled environment (e.g. a stamp deleted by hand).
+   stamp that disagrees with the pickled environment (e.g. a stamp deleted by hand);
+6. points attnlib's own disk cache (sweeps, simulations) at ``_build/.attnlib_cache`` unless
+   ``ATTNLIB_CACHE_DIR`` is set, by setting that variable in the build process, which the notebook kernels
+   inherit: a clean build (``rm -rf _build``) is then clean for attnlib's results too.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -56,6 +60,7 @@ def _cache_path(app: Sphinx, config: Config) -> Path:
 
 
 def guard_cache(app: Sphinx, config: Config) -> None:
+    os.environ.setdefault("ATTNLIB_CACHE_DIR", str(Path(app.outdir).parent.joinpath(".attnlib_cache").resolve()))
     app.attnlib_cache_wiped = False
     fingerprint = _fingerprint()
     config.attnlib_fingerprint = fingerprint
