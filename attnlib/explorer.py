@@ -1,0 +1,319 @@
+"""Interactive explorer of the state-evolution solution (book chapter 7).
+
+Three layers, so that the static book page and the live widget draw the same thing:
+
+* :func:`explorer_view` computes the view data of one parameter point ``(omega, alpha, sigma, lambda)``:
+  both fixed points of the state evolution (semantic and positional, :func:`attnlib.solve_state_evolution`),
+  the linear baseline, the attention maps the overlaps imply (sampled from the Gaussian representation of
+  spec section 2: ``h = sqrt(q) xi + m s``, ``h* = (theta/sqrt(q)) xi + sqrt(rho - theta^2/q) eta``) and the
+  phase boundary ``alpha_c(omega)`` to place the point in the phase diagram;
+* :func:`draw_explorer` draws an :class:`ExplorerView` into a matplotlib figure;
+* :func:`make_explorer` returns an ipywidgets widget (sliders + the figure) that recomputes the view when a
+  slider is released (it needs a running kernel: Binder, Thebe or a local Jupyter).
+
+The phase boundary is read from ``book/data/phase_diagram_standard.csv`` when that file exists (columns
+``omega``, ``alpha_c`` and optionally ``alpha_l``; computed for sigma = 0.5, lambda = 0.01, standard A); otherwise
+:func:`coarse_phase_boundary` computes ``alpha_c`` at a few ``omega`` with a coarse solver (tens of seconds,
+memoised).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .attention import attention_matrix, teacher_matrix
+from .generalisation import linear_baseline_error
+from .params import TaskParams
+from .quadrature import Quadrature
+from .state_evolution import SEResult, SESolver, solve_state_evolution
+
+__all__ = ["DEFAULTS", "EXPLORER_SOLVER", "PHASE_DIAGRAM_CSV", "ExplorerView", "explorer_view",
+           "draw_explorer", "make_explorer", "phase_boundary", "coarse_phase_boundary"]
+
+#: Default parameter point of the explorer (the paper's running example, between alpha_c and alpha_l).
+DEFAULTS = dict(omega=0.3, alpha=1.5, sigma=0.5, lam=0.01)
+#: Solver of the explorer: the library default (12-point Gauss-Hermite rule per dimension, a few seconds per
+#: point). A cheaper 8-point rule moves the positional fixed point by ~10 % (m 0.231 instead of 0.258 at the
+#: default point: the proximal point jumps between minima across the nodes), so it is not used.
+EXPLORER_SOLVER = SESolver()
+#: Phase diagram written by book chapter 5 (if present).
+PHASE_DIAGRAM_CSV = Path(__file__).resolve().parents[1] / "book" / "data" / "phase_diagram_standard.csv"
+#: Parameters the phase-diagram CSV was computed for.
+PHASE_DIAGRAM_PARAMS = dict(sigma=0.5, lam=0.01)
+
+BRANCH_COLOURS = {"semantic": "tab:blue", "positional": "tab:orange"}
+
+
+@dataclass
+class ExplorerView:
+    """Everything the explorer shows at one parameter point.
+
+    ``branches`` maps "semantic"/"positional" to their :class:`SEResult`; ``global_branch`` is the one with
+    the lower training loss. ``mean_attention`` maps "teacher", "semantic", "positional" to the mean 2x2
+    attention matrix over the input distribution; ``diag_samples`` maps each branch to an array
+    ``(n, 2)`` of sampled ``(T_11, S_11)`` pairs; ``eps_g_mc`` is the Monte-Carlo test error of each branch
+    from the same samples (a check of the sampled maps against ``SEResult.test_error``). ``phase`` is the
+    table of the phase boundary (columns ``omega``, ``alpha_c``, optionally ``alpha_l``) and
+    ``phase_source`` says where it comes from.
+    """
+
+    params: TaskParams
+    alpha: float
+    branches: dict
+    eps_lin: float
+    global_branch: str
+    mean_attention: dict
+    diag_samples: dict
+    eps_g_mc: dict
+    phase: pd.DataFrame | None = None
+    phase_source: str = ""
+    phase_matches_params: bool = True
+    extra: dict = field(default_factory=dict)
+
+
+def _sample_maps(params: TaskParams, res: SEResult, xi: np.ndarray, eta: np.ndarray):
+    """Student and teacher attention matrices at sampled inputs, from the overlaps of one fixed point."""
+    rho = params.rho
+    s = np.array([1.0, -1.0])
+    q, m, theta = res.q, res.m, res.theta
+    h = math.sqrt(q) * xi + m * s
+    resid = max(rho - theta**2 / q, 0.0)
+    h_star = (theta / math.sqrt(q)) * xi + math.sqrt(resid) * eta
+    return attention_matrix(h), teacher_matrix(h_star, params)
+
+
+def phase_boundary(csv_path: Path | str | None = None) -> tuple[pd.DataFrame, str]:
+    """The phase boundary: the CSV of chapter 5 if it exists and is readable, else the coarse fallback.
+
+    Returns the table (``omega``, ``alpha_c`` and possibly ``alpha_l``) and a description of its source.
+    """
+    path = Path(csv_path) if csv_path is not None else PHASE_DIAGRAM_CSV
+    if path.is_file():
+        try:
+            df = pd.read_csv(path)
+            if {"omega", "alpha_c"} <= set(df.columns):
+                keep = [c for c in ("omega", "alpha_c", "alpha_l") if c in df.columns]
+                return df[keep].sort_values("omega").reset_index(drop=True), f"{path.name} (chapter 5)"
+        except (OSError, ValueError, pd.errors.ParserError):
+            pass
+    return coarse_phase_boundary(), "coarse fallback (6-point quadrature, 7 alphas per omega)"
+
+
+@functools.lru_cache(maxsize=4)
+def coarse_phase_boundary(sigma: float = 0.5, lam: float = 0.01,
+                          omegas: tuple = (0.0, 0.1, 0.2, 0.3, 0.4)) -> pd.DataFrame:
+    """``alpha_c(omega)`` at a few ``omega`` with a coarse solver and linear interpolation of the
+    training-loss gap on a coarse ``alpha`` grid (a sketch, good to a few hundredths; memoised)."""
+    solver = SESolver(quadrature=Quadrature("gauss-hermite", 6), coarse_quadrature=None, tol=1e-5)
+    alphas = np.geomspace(0.35, 3.0, 7)
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for w in omegas:
+            p = TaskParams(sigma=sigma, lam=lam, omega=float(w))
+            gap, start = [], {}
+            for a in alphas:
+                et = {}
+                for b in ("semantic", "positional"):
+                    r = solve_state_evolution(p, float(a), b, solver=solver, start=start.get(b))
+                    start[b] = r.overlaps if r.converged else None
+                    et[b] = r.train_loss if r.converged else np.nan
+                gap.append(et["semantic"] - et["positional"])
+            gap = np.asarray(gap)
+            ac = np.nan
+            for i in range(len(alphas) - 1):
+                if gap[i] > 0 >= gap[i + 1]:
+                    t = gap[i] / (gap[i] - gap[i + 1])
+                    ac = float(np.exp(np.log(alphas[i]) + t * np.log(alphas[i + 1] / alphas[i])))
+                    break
+            rows.append(dict(omega=float(w), alpha_c=ac))
+    return pd.DataFrame(rows)
+
+
+def explorer_view(omega: float = DEFAULTS["omega"], alpha: float = DEFAULTS["alpha"],
+                  sigma: float = DEFAULTS["sigma"], lam: float = DEFAULTS["lam"],
+                  solver: SESolver | None = None, n_samples: int = 20000, seed: int = 0,
+                  starts: dict | None = None, phase: tuple | None = None) -> ExplorerView:
+    """View data of one parameter point (see the module docstring).
+
+    ``solver`` defaults to :data:`EXPLORER_SOLVER`; ``starts`` may map a branch to warm-start overlaps;
+    ``phase`` may give ``(table, source)`` to skip :func:`phase_boundary`. The same ``(xi, eta)`` samples
+    (``seed``) are used for both branches.
+    """
+    params = TaskParams(sigma=float(sigma), lam=float(lam), omega=float(omega))
+    solver = solver or EXPLORER_SOLVER
+    starts = starts or {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        branches = {b: solve_state_evolution(params, float(alpha), b, solver=solver, start=starts.get(b))
+                    for b in ("semantic", "positional")}
+    global_branch = min(branches, key=lambda b: branches[b].train_loss)
+    rng = np.random.default_rng(seed)
+    xi, eta = rng.standard_normal((n_samples, 2)), rng.standard_normal((n_samples, 2))
+    mean_attention, diag_samples, eps_g_mc = {}, {}, {}
+    for b, res in branches.items():
+        S, T = _sample_maps(params, res, xi, eta)
+        mean_attention[b] = S.mean(axis=0)
+        diag_samples[b] = np.stack([T[:, 0, 0], S[:, 0, 0]], axis=1)
+        eps_g_mc[b] = float(params.sigma**2 / 2 * np.mean(np.sum((S - T) ** 2, axis=(1, 2))))
+    # teacher maps do not depend on the branch: h* ~ N(0, rho I_2)
+    T = teacher_matrix(math.sqrt(params.rho) * eta, params)
+    mean_attention = {"teacher": T.mean(axis=0), **mean_attention}
+    table, source = phase if phase is not None else phase_boundary()
+    matches = all(math.isclose(getattr(params, k), v) for k, v in PHASE_DIAGRAM_PARAMS.items())
+    return ExplorerView(params=params, alpha=float(alpha), branches=branches,
+                        eps_lin=float(linear_baseline_error(params)), global_branch=global_branch,
+                        mean_attention=mean_attention, diag_samples=diag_samples, eps_g_mc=eps_g_mc,
+                        phase=table, phase_source=source, phase_matches_params=matches)
+
+
+def _matrix_panel(ax, M: np.ndarray, title: str) -> None:
+    ax.imshow(M, vmin=0.2, vmax=0.8, cmap="viridis")
+    for i in range(2):
+        for j in range(2):
+            ax.text(j, i, f"{M[i, j]:.3f}", ha="center", va="center",
+                    color="white" if M[i, j] < 0.55 else "black", fontsize=10)
+    ax.set_xticks([0, 1], ["tok 1", "tok 2"])
+    ax.set_yticks([0, 1], ["tok 1", "tok 2"])
+    ax.set_title(title, fontsize=10)
+
+
+def draw_explorer(view: ExplorerView, fig=None):
+    """Draw an :class:`ExplorerView` into a matplotlib figure (a new one unless ``fig`` is given)."""
+    import matplotlib.pyplot as plt
+
+    if fig is None:
+        fig = plt.figure(figsize=(12, 7.4))
+    else:
+        fig.clear()
+    p, sem, pos = view.params, view.branches["semantic"], view.branches["positional"]
+    gs = fig.add_gridspec(2, 12, hspace=0.45, wspace=2.0)
+    ax_ov, ax_err, ax_pd = fig.add_subplot(gs[0, 0:4]), fig.add_subplot(gs[0, 4:8]), fig.add_subplot(gs[0, 8:12])
+    ax_T, ax_S, ax_P = fig.add_subplot(gs[1, 0:3]), fig.add_subplot(gs[1, 3:6]), fig.add_subplot(gs[1, 6:9])
+    ax_sc = fig.add_subplot(gs[1, 9:12])
+
+    # overlaps
+    names = ["q", "m", "theta"]
+    x = np.arange(3)
+    for k, (b, r) in enumerate(view.branches.items()):
+        vals = [r.q, r.m, r.theta]
+        ax_ov.bar(x + (k - 0.5) * 0.38, vals, 0.38, color=BRANCH_COLOURS[b], label=b)
+    ax_ov.set_xticks(x, ["$q$", "$m$", r"$\theta$"])
+    ax_ov.set_title("overlaps at the fixed points", fontsize=10)
+    ax_ov.legend(fontsize=8, frameon=False)
+
+    # errors
+    x = np.arange(2)
+    for k, (b, r) in enumerate(view.branches.items()):
+        ax_err.bar(x + (k - 0.5) * 0.38, [r.test_error, r.train_loss], 0.38, color=BRANCH_COLOURS[b],
+                   label=b + (" (global min.)" if b == view.global_branch else ""))
+    ax_err.axhline(view.eps_lin, color="k", ls="--", lw=1, label=r"linear $\varepsilon_{\rm lin}$")
+    ax_err.set_xticks(x, [r"$\varepsilon_g$", r"$\varepsilon_t$"])
+    ax_err.set_title("test error and training loss", fontsize=10)
+    ax_err.legend(fontsize=7, frameon=False, loc="upper left")
+    ax_err.set_ylim(0, 1.35 * max(sem.test_error, pos.test_error, sem.train_loss, pos.train_loss, view.eps_lin))
+
+    # phase diagram
+    if view.phase is not None and len(view.phase):
+        ph = view.phase
+        style = dict(lw=1.8) if view.phase_matches_params else dict(lw=1.2, alpha=0.45)
+        ax_pd.plot(ph.omega, ph.alpha_c, "k-", label=r"$\alpha_c(\omega)$", **style)
+        if "alpha_l" in ph:
+            ax_pd.plot(ph.omega, ph.alpha_l, "k:", label=r"$\alpha_l(\omega)$", **style)
+        top = max(float(np.nanmax(ph.alpha_c)) * 1.25, view.alpha * 1.1)
+        ax_pd.fill_between(ph.omega, ph.alpha_c, top, color=BRANCH_COLOURS["semantic"], alpha=0.12, lw=0)
+        ax_pd.fill_between(ph.omega, 0, ph.alpha_c, color=BRANCH_COLOURS["positional"], alpha=0.12, lw=0)
+        ax_pd.set_ylim(0, top)
+    ax_pd.plot([p.omega], [view.alpha], marker="*", ms=16, color=BRANCH_COLOURS[view.global_branch],
+               mec="k", ls="none", label=f"this point: {view.global_branch}")
+    ax_pd.set_xlim(0, max(0.5, p.omega + 0.05))
+    if view.phase is None or not len(view.phase):
+        ax_pd.set_ylim(0, max(3.0, 1.1 * view.alpha))
+    ax_pd.set_xlabel(r"$\omega$")
+    ax_pd.set_ylabel(r"$\alpha$")
+    note = "" if view.phase_matches_params else "\n(boundary for $\\sigma=0.5,\\lambda=0.01$)"
+    ax_pd.set_title("phase diagram" + note, fontsize=10)
+    ax_pd.legend(fontsize=7, frameon=False, loc="upper left")
+
+    _matrix_panel(ax_T, view.mean_attention["teacher"], r"teacher $\mathbb{E}[T]$")
+    _matrix_panel(ax_S, view.mean_attention["semantic"], r"semantic $\mathbb{E}[S]$")
+    _matrix_panel(ax_P, view.mean_attention["positional"], r"positional $\mathbb{E}[S]$")
+
+    for b, smp in view.diag_samples.items():
+        ax_sc.plot(smp[:1500, 0], smp[:1500, 1], ".", ms=2, alpha=0.4, color=BRANCH_COLOURS[b], label=b)
+    allv = np.concatenate([s[:1500].ravel() for s in view.diag_samples.values()])
+    lo, hi = max(0.0, np.quantile(allv, 0.002) - 0.03), min(1.0, np.quantile(allv, 0.998) + 0.03)
+    ax_sc.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+    ax_sc.set_xlim(lo, hi)
+    ax_sc.set_ylim(lo, hi)
+    ax_sc.set_xlabel("teacher $T_{11}$")
+    ax_sc.set_ylabel("student $S_{11}$")
+    ax_sc.set_title("per-sample attention", fontsize=10)
+    ax_sc.legend(fontsize=7, frameon=False, markerscale=4, loc="lower right")
+
+    fig.suptitle(rf"$\omega={p.omega:.2f}$, $\alpha={view.alpha:.2f}$, $\sigma={p.sigma:.2f}$, "
+                 rf"$\lambda={p.lam:.3g}$:   semantic $\varepsilon_g={sem.test_error:.5f}$, "
+                 rf"positional $\varepsilon_g={pos.test_error:.5f}$", fontsize=11)
+    return fig
+
+
+def make_explorer(initial: bool = True, **defaults):
+    """The ipywidgets explorer: sliders for omega, alpha, sigma and lambda, and the figure of
+    :func:`draw_explorer`, recomputed when a slider is released (warm-started from the previous point).
+
+    ``defaults`` override :data:`DEFAULTS`; ``initial=False`` skips the first computation.
+    """
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    v = {**DEFAULTS, **defaults}
+    common = dict(continuous_update=False, style={"description_width": "60px"},
+                  layout=widgets.Layout(width="320px"))
+    sliders = {
+        "omega": widgets.FloatSlider(value=v["omega"], min=0.0, max=1.0, step=0.02, description="omega",
+                                     readout_format=".2f", **common),
+        "alpha": widgets.FloatSlider(value=v["alpha"], min=0.25, max=4.0, step=0.05, description="alpha",
+                                     readout_format=".2f", **common),
+        "sigma": widgets.FloatSlider(value=v["sigma"], min=0.2, max=1.2, step=0.05, description="sigma",
+                                     readout_format=".2f", **common),
+        "lam": widgets.FloatLogSlider(value=v["lam"], base=10, min=-3, max=-0.5, step=0.1,
+                                      description="lambda", readout_format=".3g", **common),
+    }
+    status = widgets.HTML(value="")
+    out = widgets.Output()
+    state = {"starts": {}, "phase": None}
+
+    def update(change=None):
+        status.value = "<i>solving the state evolution...</i>"
+        vals = {k: s.value for k, s in sliders.items()}
+        try:
+            if state["phase"] is None:
+                state["phase"] = phase_boundary()
+            view = explorer_view(**vals, starts=state["starts"], phase=state["phase"])
+        except Exception as exc:  # keep the widget alive on a failed point
+            status.value = f"<b>failed:</b> {type(exc).__name__}: {exc}"
+            return
+        state["starts"] = {b: r.overlaps for b, r in view.branches.items() if r.converged}
+        with out:
+            out.clear_output(wait=True)
+            fig = draw_explorer(view)
+            display(fig)
+            plt.close(fig)
+        unconv = [b for b, r in view.branches.items() if not r.converged]
+        status.value = ("" if not unconv else f"<b>not converged:</b> {', '.join(unconv)} (last iterate shown)")
+
+    for s in sliders.values():
+        s.observe(update, names="value")
+    box = widgets.VBox([widgets.HBox([sliders["omega"], sliders["alpha"]]),
+                        widgets.HBox([sliders["sigma"], sliders["lam"]]), status, out])
+    box.update = update  # for programmatic refresh
+    if initial:
+        update()
+    return box
