@@ -11,7 +11,8 @@ Three layers, so that the static book page and the live widget draw the same thi
 * :func:`make_explorer` returns an ipywidgets widget (sliders + the figure) that recomputes the view when a
   slider is released (it needs a running kernel: Binder, Thebe or a local Jupyter).
 
-The phase boundary is read from ``book/data/phase_diagram_standard.csv`` when that file exists (columns
+The phase boundary is read from ``book/data/phase_diagram_standard.csv`` (or ``phase_standard.csv``) when
+that file exists (columns
 ``omega``, ``alpha_c`` and optionally ``alpha_l``; computed for sigma = 0.5, lambda = 0.01, standard A); otherwise
 :func:`coarse_phase_boundary` computes ``alpha_c`` at a few ``omega`` with a coarse solver (tens of seconds,
 memoised).
@@ -42,8 +43,9 @@ DEFAULTS = dict(omega=0.3, alpha=1.5, sigma=0.5, lam=0.01)
 #: point). A cheaper 8-point rule moves the positional fixed point by ~10 % (m 0.231 instead of 0.258 at the
 #: default point: the proximal point jumps between minima across the nodes), so it is not used.
 EXPLORER_SOLVER = SESolver()
-#: Phase diagram written by book chapter 5 (if present).
+#: Phase diagram written by book chapter 5 (if present); the first existing of these files is used.
 PHASE_DIAGRAM_CSV = Path(__file__).resolve().parents[1] / "book" / "data" / "phase_diagram_standard.csv"
+PHASE_DIAGRAM_CSV_ALTERNATIVES = (PHASE_DIAGRAM_CSV, PHASE_DIAGRAM_CSV.with_name("phase_standard.csv"))
 #: Parameters the phase-diagram CSV was computed for.
 PHASE_DIAGRAM_PARAMS = dict(sigma=0.5, lam=0.01)
 
@@ -93,15 +95,17 @@ def phase_boundary(csv_path: Path | str | None = None) -> tuple[pd.DataFrame, st
 
     Returns the table (``omega``, ``alpha_c`` and possibly ``alpha_l``) and a description of its source.
     """
-    path = Path(csv_path) if csv_path is not None else PHASE_DIAGRAM_CSV
-    if path.is_file():
+    paths = [Path(csv_path)] if csv_path is not None else list(PHASE_DIAGRAM_CSV_ALTERNATIVES)
+    for path in paths:
+        if not path.is_file():
+            continue
         try:
             df = pd.read_csv(path)
-            if {"omega", "alpha_c"} <= set(df.columns):
-                keep = [c for c in ("omega", "alpha_c", "alpha_l") if c in df.columns]
-                return df[keep].sort_values("omega").reset_index(drop=True), f"{path.name} (chapter 5)"
         except (OSError, ValueError, pd.errors.ParserError):
-            pass
+            continue
+        if {"omega", "alpha_c"} <= set(df.columns) and df["alpha_c"].notna().any():
+            keep = [c for c in ("omega", "alpha_c", "alpha_l") if c in df.columns]
+            return df[keep].sort_values("omega").reset_index(drop=True), f"{path.name} (chapter 5)"
     return coarse_phase_boundary(), "coarse fallback (6-point quadrature, 7 alphas per omega)"
 
 
