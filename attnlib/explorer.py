@@ -14,8 +14,8 @@ Three layers, so that the static book page and the live widget draw the same thi
 The phase boundary is read from ``book/data/phase_diagram_standard.csv`` (or ``phase_standard.csv``) when
 that file exists (columns
 ``omega``, ``alpha_c`` and optionally ``alpha_l``; computed for sigma = 0.5, lambda = 0.01, standard A); otherwise
-:func:`coarse_phase_boundary` computes ``alpha_c`` at a few ``omega`` with a coarse solver (tens of seconds,
-memoised).
+:func:`coarse_phase_boundary` computes ``alpha_c`` at a few ``omega`` on a coarse ``alpha`` grid (a minute or
+two, memoised).
 """
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ import pandas as pd
 from .attention import attention_matrix, teacher_matrix
 from .generalisation import linear_baseline_error
 from .params import TaskParams
-from .quadrature import Quadrature
 from .state_evolution import SEResult, SESolver, solve_state_evolution
 
 __all__ = ["DEFAULTS", "EXPLORER_SOLVER", "PHASE_DIAGRAM_CSV", "ExplorerView", "explorer_view",
@@ -106,30 +105,33 @@ def phase_boundary(csv_path: Path | str | None = None) -> tuple[pd.DataFrame, st
         if {"omega", "alpha_c"} <= set(df.columns) and df["alpha_c"].notna().any():
             keep = [c for c in ("omega", "alpha_c", "alpha_l") if c in df.columns]
             return df[keep].sort_values("omega").reset_index(drop=True), f"{path.name} (chapter 5)"
-    return coarse_phase_boundary(), "coarse fallback (6-point quadrature, 7 alphas per omega)"
+    return coarse_phase_boundary(), "coarse fallback (6 alphas per omega, interpolated)"
 
 
 @functools.lru_cache(maxsize=4)
 def coarse_phase_boundary(sigma: float = 0.5, lam: float = 0.01,
-                          omegas: tuple = (0.0, 0.1, 0.2, 0.3, 0.4)) -> pd.DataFrame:
-    """``alpha_c(omega)`` at a few ``omega`` with a coarse solver and linear interpolation of the
-    training-loss gap on a coarse ``alpha`` grid (a sketch, good to a few hundredths; memoised)."""
-    solver = SESolver(quadrature=Quadrature("gauss-hermite", 6), coarse_quadrature=None, tol=1e-5)
-    alphas = np.geomspace(0.35, 3.0, 7)
+                          omegas: tuple = (0.0, 0.15, 0.3, 0.4)) -> pd.DataFrame:
+    """``alpha_c(omega)`` at a few ``omega``: both branches (default solver, warm-started along ``alpha``;
+    the semantic one downwards from large ``alpha``) on a coarse grid of 6 ``alpha``, and log-linear
+    interpolation of the training-loss gap at its sign change (a sketch good to a few hundredths; about a
+    minute or two; memoised). A 6- or 8-point quadrature would be faster but is not accurate enough on the
+    positional branch (see :data:`EXPLORER_SOLVER`)."""
+    solver = SESolver()
+    alphas = np.geomspace(0.4, 2.6, 6)
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for w in omegas:
             p = TaskParams(sigma=sigma, lam=lam, omega=float(w))
-            gap, start = [], {}
-            for a in alphas:
-                et = {}
-                for b in ("semantic", "positional"):
-                    r = solve_state_evolution(p, float(a), b, solver=solver, start=start.get(b))
-                    start[b] = r.overlaps if r.converged else None
-                    et[b] = r.train_loss if r.converged else np.nan
-                gap.append(et["semantic"] - et["positional"])
-            gap = np.asarray(gap)
+            et = {}
+            for b in ("semantic", "positional"):
+                start, vals = None, {}
+                for a in (alphas[::-1] if b == "semantic" else alphas):
+                    r = solve_state_evolution(p, float(a), b, solver=solver, start=start)
+                    start = r.overlaps if r.converged else None
+                    vals[float(a)] = r.train_loss if r.converged else np.nan
+                et[b] = np.array([vals[float(a)] for a in alphas])
+            gap = et["semantic"] - et["positional"]
             ac = np.nan
             for i in range(len(alphas) - 1):
                 if gap[i] > 0 >= gap[i + 1]:
@@ -203,7 +205,6 @@ def draw_explorer(view: ExplorerView, fig=None):
     ax_sc = fig.add_subplot(gs[1, 9:12])
 
     # overlaps
-    names = ["q", "m", "theta"]
     x = np.arange(3)
     for k, (b, r) in enumerate(view.branches.items()):
         vals = [r.q, r.m, r.theta]
