@@ -6,17 +6,18 @@
   branches cross, by Brent's root finding (bracketed on a coarse grid, not read off it).
 * :func:`linear_crossing_alpha` (``alpha_l``): where the test error of the global minimum falls below the
   linear baseline's ``eps_lin``.
-* :func:`spinodal_alpha`: where a branch stops being a local minimum of the training loss. The curvature of
-  ``eps_t`` across the branch, along its held overlap (``m`` for the semantic branch, ``theta`` for the
-  positional one), is measured by pinning that overlap at a small value (:func:`branch_curvature`); the
-  spinodal is where it changes sign. The paper does not compute it.
+* :func:`spinodal_alpha`: where a branch stops existing as a local minimum of the training loss: its
+  defining overlap vanishes (it merges with the agnostic point), or the curvature of ``eps_t`` across the
+  branch, along its held overlap (``m`` for the semantic branch, ``theta`` for the positional one, measured
+  by pinning that overlap at a small value, :func:`branch_curvature`), turns negative. The paper does not
+  compute it.
 * :func:`phase_diagram` sweeps these over ``omega`` in parallel (joblib; any joblib backend, e.g. Dask).
 """
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -31,13 +32,15 @@ from .params import TaskParams, check_alpha
 from .state_evolution import Overlaps, SEResult, SESolver, solve_state_evolution
 
 __all__ = ["ThresholdNotFound", "branch_curve", "alpha_sweep", "energy_gap", "critical_alpha",
-           "linear_crossing_alpha", "branch_curvature", "spinodal_alpha", "phase_diagram",
+           "linear_crossing_alpha", "branch_curvature", "branch_exists", "spinodal_alpha", "phase_diagram",
            "DEFAULT_ALPHA_GRID"]
 
 #: Coarse grid used to bracket thresholds.
 DEFAULT_ALPHA_GRID = tuple(np.round(np.geomspace(0.25, 5.0, 16), 4))
 #: Pinned value of the held overlap used to measure the curvature across a branch.
 CURVATURE_STEP = 0.02
+#: A branch whose defining overlap (theta or m) is below this times rho has merged with the agnostic point.
+EXISTENCE_TOL = 1e-3
 
 
 class ThresholdNotFound(RuntimeError):
@@ -250,45 +253,63 @@ def branch_curvature(params: TaskParams, alpha: float, branch: str, solver: SESo
     return (pinned.train_loss - base.train_loss) / step**2
 
 
+def branch_exists(params: TaskParams, alpha: float, branch: str, solver: SESolver | None = None,
+                  start: Overlaps | None = None) -> tuple[bool, SEResult]:
+    """Is ``branch`` a distinct local minimum of the training loss at ``alpha``?
+
+    It is when its fixed point converges, its defining overlap is non-zero (``theta`` for the semantic
+    branch, ``m`` for the positional one, above ``EXISTENCE_TOL * rho``: otherwise it has merged with the
+    agnostic point) and the training loss curves upwards along its held overlap
+    (:func:`branch_curvature` ``> 0``; not measured for a semantic branch without token-swap symmetry,
+    which holds no overlap).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = solve_state_evolution(params, alpha, branch, start=start, solver=solver)
+        if not res.converged:
+            return False, res
+        overlap = res.theta if branch == "semantic" else res.m
+        if abs(overlap) < EXISTENCE_TOL * params.rho:
+            return False, res
+        if branch == "semantic" and not params.swap_symmetric:
+            return True, res
+        return bool(branch_curvature(params, alpha, branch, solver, start=res.overlaps) > 0), res
+
+
 def spinodal_alpha(params: TaskParams, branch: str, solver: SESolver | None = None, alphas=DEFAULT_ALPHA_GRID,
                    xtol: float = 1e-3, use_cache: bool = True) -> float | None:
-    """Where ``branch`` stops being a local minimum of the training loss (its curvature changes sign).
+    """Where ``branch`` stops existing as a local minimum of the training loss (:func:`branch_exists`).
 
-    Returns the ``alpha`` of the sign change of :func:`branch_curvature` on the grid, refined by Brent's
-    method, or ``None`` if the curvature keeps one sign on the whole grid (the branch is a minimum
-    throughout, or nowhere). For the semantic branch the search runs from large to small ``alpha``.
+    The branch is followed along the grid (the semantic one from large to small ``alpha``, the positional one
+    from small to large), warm-starting each point from the last one where it exists; the first change from
+    "exists" to "does not" is refined by bisection to ``xtol``. Returns ``None`` if there is no such change
+    on the grid (the branch exists throughout, or nowhere).
     """
+    if branch not in ("semantic", "positional"):
+        raise ValueError(f"branch must be 'semantic' or 'positional', got {branch!r}")
     solver = solver or SESolver()
 
     def compute():
         grid = np.sort(_check_grid(alphas))
         if branch == "semantic":
             grid = grid[::-1]
-        kap, starts = [], {}
-        start = None
+        start, prev = None, None
         for a in grid:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                res = solve_state_evolution(params, float(a), branch, start=start, solver=solver)
-                start = res.overlaps if res.converged else start
-                starts[float(a)] = start
-                kap.append(branch_curvature(params, float(a), branch, solver, start=start))
-        kap = np.array(kap)
-        good = np.isfinite(kap)
-        g, k = grid[good], kap[good]
-        for i in range(len(g) - 1):
-            if k[i] > 0 >= k[i + 1]:
-                lo, hi = sorted((g[i], g[i + 1]))
-
-                def f(a):
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", ConvergenceWarning)
-                        return branch_curvature(params, a, branch, solver, start=_nearest_start(starts, a))
-
-                flo, fhi = f(lo), f(hi)
-                if np.isfinite(flo) and np.isfinite(fhi) and flo * fhi < 0:
-                    return brentq(f, lo, hi, xtol=xtol)
-                return 0.5 * (lo + hi)
+            ok, res = branch_exists(params, float(a), branch, solver, start)
+            if ok:
+                start, prev = res.overlaps, float(a)
+                continue
+            if prev is None:
+                return None  # does not exist where the search starts
+            good, bad = prev, float(a)
+            while abs(good - bad) > xtol:
+                mid = 0.5 * (good + bad)
+                ok, res = branch_exists(params, mid, branch, solver, start)
+                if ok:
+                    good, start = mid, res.overlaps
+                else:
+                    bad = mid
+            return 0.5 * (good + bad)
         return None
 
     value = cached("spinodal", compute, use_cache=use_cache, params=params, branch=branch, solver=solver,
@@ -305,9 +326,6 @@ def _phase_point(params, solver, alphas, spinodals, use_cache):
             row[name] = math.nan
     if spinodals:
         for branch in ("semantic", "positional"):
-            if branch == "semantic" and not params.swap_symmetric:
-                row[f"spinodal_{branch}"] = math.nan
-                continue
             s = spinodal_alpha(params, branch, solver, alphas, use_cache=use_cache)
             row[f"spinodal_{branch}"] = math.nan if s is None else s
     return row

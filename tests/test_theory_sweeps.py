@@ -1,0 +1,70 @@
+"""Branch curves, thresholds, spinodals and the phase-diagram sweep."""
+import math
+import time
+
+import numpy as np
+import pytest
+
+from attnlib import (TaskParams, ThresholdNotFound, alpha_sweep, branch_curvature, critical_alpha,
+                     phase_diagram, spinodal_alpha)
+from attnlib.sweeps import branch_exists
+
+P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLIB_CACHE_DIR", str(tmp_path))
+
+
+def test_alpha_sweep_is_tidy_and_cached():
+    alphas = [1.0, 1.5, 2.0]
+    t0 = time.perf_counter()
+    df = alpha_sweep(P, alphas)
+    first = time.perf_counter() - t0
+    assert set(df.branch) == {"semantic", "positional"} and len(df) == 6
+    for col in ("alpha", "q", "m", "V", "theta", "test_error", "train_loss", "converged", "omega", "sigma"):
+        assert col in df.columns
+    assert df.converged.all() and np.isfinite(df[["q", "m", "V", "theta"]].to_numpy()).all()
+    t0 = time.perf_counter()
+    again = alpha_sweep(P, alphas)
+    assert time.perf_counter() - t0 < first  # read from the disk cache
+    assert again.equals(df)
+    # the training-loss gap changes sign between alpha = 1 and 2 (alpha_c ~ 1.24)
+    gap = (df[df.branch == "semantic"].train_loss.to_numpy() - df[df.branch == "positional"].train_loss.to_numpy())
+    assert gap[0] > 0 > gap[-1]
+
+
+def test_no_crossing_raises():
+    with pytest.raises(ThresholdNotFound, match="do not cross"):
+        critical_alpha(P, alphas=(2.0, 3.0, 4.0))
+
+
+def test_curvatures_are_positive_where_the_branches_are_minima():
+    """Both branches are local minima along their held overlap on both sides of alpha_c."""
+    assert branch_curvature(P, 2.0, "semantic") > 0
+    assert branch_curvature(P, 1.0, "semantic") > 0
+    assert branch_curvature(P, 1.0, "positional") > 0
+    assert branch_curvature(P, 2.0, "positional") > 0
+
+
+def test_semantic_spinodal():
+    """At omega = 0.3 the semantic branch merges with the agnostic point (theta -> 0) near alpha ~ 0.65,
+    well below alpha_c; the positional branch exists on the whole grid."""
+    grid = (0.4, 0.6, 0.8, 1.0, 1.4, 2.0)
+    a_s = spinodal_alpha(P, "semantic", alphas=grid, xtol=0.01)
+    assert 0.5 < a_s < 0.8
+    assert branch_exists(P, a_s + 0.05, "semantic")[0]
+    ok, res = branch_exists(P, a_s - 0.05, "semantic")
+    assert not ok and abs(res.theta) < 1e-3 * P.rho
+    assert spinodal_alpha(P, "positional", alphas=grid) is None
+
+
+def test_phase_diagram_alpha_c_rises_with_omega():
+    df = phase_diagram(P, [0.1, 0.3], n_jobs=2, alphas=(0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5))
+    assert list(df.omega) == [0.1, 0.3]
+    assert df.found_alpha_c.all() and df.found_alpha_l.all()
+    a_c, a_l = df.alpha_c.to_numpy(), df.alpha_l.to_numpy()
+    assert a_c[0] < a_c[1] and np.all(a_l >= a_c - 1e-9)
+    assert abs(a_c[1] - 1.24) < 0.05
+    assert math.isclose(df.eps_lin[1], 0.001971, rel_tol=0.01)
