@@ -12,7 +12,7 @@ the solver, the grids, ``attnlib.__version__`` and fingerprint, and the runtime 
   spinodal vs ``omega`` (coarser);
 * ``phase_slices.csv``    -- ``alpha_c``, ``alpha_l`` vs ``omega`` for other ``sigma`` and ``lambda`` (coarse).
 
-Usage (from the repository root; about 25-35 min on 2 busy cores, seconds when the attnlib cache is warm)::
+Usage (from the repository root; about 30-40 min on 2 busy cores, seconds when the attnlib cache is warm)::
 
     python scripts/regenerate_phase_data.py                   # everything
     python scripts/regenerate_phase_data.py --parts standard  # one part (standard, alternative, slices)
@@ -112,7 +112,7 @@ def heatmap_rows(params, omegas, solver, n_jobs):
     return pd.DataFrame(rows)
 
 
-FINE_ALPHAS = tuple(np.round(np.geomspace(0.3, 2.5, 24), 4))
+FINE_ALPHAS = tuple(np.round(np.geomspace(0.4, 2.0, 16), 4))
 EDGE_THETA = 0.05   # theta / sigma^2 below which the semantic branch is considered gone
 
 
@@ -136,7 +136,7 @@ def semantic_edge(params, solver):
         below = df[df.alpha < hi]
         row["edge_hi"] = hi
         row["edge_lo"] = float(below.alpha.max()) if len(below) else math.nan
-        local = tuple(np.round(np.geomspace(hi, 1.6 * hi, 7), 4))
+        local = tuple(np.round(np.geomspace(hi, 1.5 * hi, 5), 4))
         row["spinodal_semantic_fine"], row["spinodal_status"] = safe_spinodal(params, "semantic", solver, local)
     branch = df[["alpha", "q", "theta", "train_loss", "test_error", "converged"]].assign(omega=params.omega)
     return branch, row
@@ -158,9 +158,11 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "book" / "data")
     ap.add_argument("--parts", nargs="+", default=["standard", "edge", "dual", "alternative", "slices"],
-                    choices=["standard", "edge", "dual", "alternative", "slices"])
+                    choices=["standard", "spinodals", "edge", "dual", "alternative", "slices"],
+                    help="spinodals: recompute only the spinodal columns of phase_standard.csv")
     ap.add_argument("--n-omega", type=int, default=10, help="omega values in [0, 0.45] (standard A)")
-    ap.add_argument("--n-omega-coarse", type=int, default=6, help="omega values (alternative A, slices)")
+    ap.add_argument("--n-omega-alt", type=int, default=5, help="omega values in [0, 0.4] (alternative A)")
+    ap.add_argument("--n-omega-slices", type=int, default=4, help="omega values in [0, 0.4] (sigma, lambda slices)")
     ap.add_argument("--order", type=int, default=8, help="Gauss-Hermite nodes per dimension")
     ap.add_argument("--n-jobs", type=int, default=2)
     args = ap.parse_args(argv)
@@ -170,7 +172,8 @@ def main(argv=None):
     std = attnlib.TaskParams(**BASE)
     alt = attnlib.TaskParams(**BASE, A=attnlib.ALTERNATIVE_A)
     om = omega_grid(args.n_omega)
-    om_c = omega_grid(args.n_omega_coarse, 0.4)
+    om_c = omega_grid(args.n_omega_alt, 0.4)
+    om_s = omega_grid(args.n_omega_slices, 0.4)
     meta_path = args.out / "phase_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta.update({"generated_by": "scripts/regenerate_phase_data.py",
@@ -184,6 +187,10 @@ def main(argv=None):
     meta.setdefault("files", {})
 
     def done(part, t0, files):
+        if meta_path.exists():   # another run may have written parts meanwhile: merge
+            old = json.loads(meta_path.read_text())
+            meta["runtime_s"] = {**old.get("runtime_s", {}), **meta["runtime_s"]}
+            meta["files"] = {**old.get("files", {}), **meta["files"]}
         meta["runtime_s"][part] = round(time.time() - t0, 1)
         meta["files"].update(files)
         meta["date"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -198,6 +205,16 @@ def main(argv=None):
         hm.to_csv(args.out / "phase_heatmap.csv", index=False)
         done("standard", t0, {"phase_standard.csv": {"omegas": om, "A": "standard"},
                               "phase_heatmap.csv": {"omegas": om, "alphas": "alpha_grid", "A": "standard"}})
+    if "spinodals" in args.parts and "standard" not in args.parts:
+        t0 = time.time()
+        path = args.out / "phase_standard.csv"
+        old = pd.read_csv(path)
+        old = old[[c for c in old.columns if not c.startswith("spinodal_")]]
+        new = old.merge(spinodal_table(std, list(old.omega), solver, args.n_jobs), on="omega")
+        new.to_csv(path, index=False)
+        done("spinodals", t0, {"phase_standard.csv": {"omegas": list(old.omega), "A": "standard",
+                                                      "spinodals_recomputed": meta["date"] if "date" in meta
+                                                      else ""}})
     if "edge" in args.parts:
         from joblib import Parallel, delayed
 
@@ -223,13 +240,13 @@ def main(argv=None):
         for key, values in (("sigma", SIGMAS), ("lam", LAMS)):
             for v in values:
                 p = replace(std, **{key: v})
-                d = attnlib.phase_diagram(p, om_c, solver=solver, spinodals=False, n_jobs=args.n_jobs)
+                d = attnlib.phase_diagram(p, om_s, solver=solver, spinodals=False, n_jobs=args.n_jobs)
                 d.insert(0, "lam", p.lam)
                 d.insert(0, "sigma", p.sigma)
                 d.insert(0, "slice", key)
                 parts.append(d)
         pd.concat(parts).to_csv(args.out / "phase_slices.csv", index=False)
-        done("slices", t0, {"phase_slices.csv": {"omegas": om_c, "sigmas": list(SIGMAS), "lams": list(LAMS),
+        done("slices", t0, {"phase_slices.csv": {"omegas": om_s, "sigmas": list(SIGMAS), "lams": list(LAMS),
                                                  "A": "standard"}})
     return 0
 
