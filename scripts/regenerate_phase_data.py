@@ -89,6 +89,22 @@ def phase_table(params, omegas, solver, n_jobs):
     return d.merge(spinodal_table(params, omegas, solver, n_jobs), on="omega")
 
 
+def safe_thresholds(params, solver):
+    """alpha_c and alpha_l at one point, failures recorded (attnlib's Brent refinement can raise ValueError
+    when the gap recomputed at the bracket ends has the same sign; phase_diagram would then abort)."""
+    row = {"omega": params.omega, "eps_lin": attnlib.linear_baseline_error(params)}
+    for name, fn in (("alpha_c", attnlib.critical_alpha), ("alpha_l", attnlib.linear_crossing_alpha)):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                row[name], row[f"{name}_status"] = fn(params, solver), "found"
+        except attnlib.ThresholdNotFound:
+            row[name], row[f"{name}_status"] = math.nan, "no crossing on the grid"
+        except (ValueError, RuntimeError) as exc:
+            row[name], row[f"{name}_status"] = math.nan, f"failed: {type(exc).__name__}: {exc}"[:120]
+    return row
+
+
 def heatmap_rows(params, omegas, solver, n_jobs):
     rows = []
     for w in omegas:
@@ -236,15 +252,14 @@ def main(argv=None):
         done("alternative", t0, {"phase_alternative.csv": {"omegas": om_c, "A": "alternative"}})
     if "slices" in args.parts:
         t0 = time.time()
-        parts = []
-        for key, values in (("sigma", SIGMAS), ("lam", LAMS)):
-            for v in values:
-                p = replace(std, **{key: v})
-                d = attnlib.phase_diagram(p, om_s, solver=solver, spinodals=False, n_jobs=args.n_jobs)
-                d.insert(0, "lam", p.lam)
-                d.insert(0, "sigma", p.sigma)
-                d.insert(0, "slice", key)
-                parts.append(d)
+        from joblib import Parallel, delayed
+
+        tasks = [(key, replace(std, **{key: v}, omega=w)) for key, values in (("sigma", SIGMAS), ("lam", LAMS))
+                 for v in values for w in om_s]
+        rows = Parallel(n_jobs=args.n_jobs)(delayed(safe_thresholds)(p, solver) for _, p in tasks)
+        parts = [pd.DataFrame([{"slice": key, "sigma": p.sigma, "lam": p.lam, **r} for (key, p), r in zip(tasks, rows)])]
+        parts[0]["found_alpha_c"] = np.isfinite(parts[0].alpha_c)
+        parts[0]["found_alpha_l"] = np.isfinite(parts[0].alpha_l)
         pd.concat(parts).to_csv(args.out / "phase_slices.csv", index=False)
         done("slices", t0, {"phase_slices.csv": {"omegas": om_s, "sigmas": list(SIGMAS), "lams": list(LAMS),
                                                  "A": "standard"}})
