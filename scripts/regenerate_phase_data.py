@@ -178,7 +178,7 @@ def main(argv=None):
                     help="spinodals: recompute only the spinodal columns of phase_standard.csv")
     ap.add_argument("--n-omega", type=int, default=10, help="omega values in [0, 0.45] (standard A)")
     ap.add_argument("--n-omega-alt", type=int, default=5, help="omega values in [0, 0.4] (alternative A)")
-    ap.add_argument("--n-omega-slices", type=int, default=4, help="omega values in [0, 0.4] (sigma, lambda slices)")
+    ap.add_argument("--n-omega-slices", type=int, default=3, help="omega values in [0, 0.4] (sigma, lambda slices)")
     ap.add_argument("--order", type=int, default=8, help="Gauss-Hermite nodes per dimension")
     ap.add_argument("--n-jobs", type=int, default=2)
     args = ap.parse_args(argv)
