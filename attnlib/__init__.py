@@ -14,6 +14,7 @@ from .generalisation import linear_baseline_error, test_error_from_overlaps
 from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
 from .quadrature import Quadrature
 from .state_evolution import BRANCHES, Overlaps, SEResult, SESolver, solve_state_evolution
+from .explorer import ExplorerView, draw_explorer, explorer_view, make_explorer
 from .gamp import GAMPResult, SEIterates, run_gamp, state_evolution_iterates
 from .data import make_task, positional_encodings, seed_streams
 from .simulation import (DEFAULT_N_TEST, ERMObjective, ERMResult, estimate_test_errors, fit_linear_baseline,
@@ -31,4 +32,5 @@ __all__ = [
     "estimate_test_errors", "fit_linear_baseline", "gradient_descent", "minimize_lbfgs", "simulate_erm",
     "test_error_from_overlaps_rho", "erm_point", "erm_sweep", "rows_to_columns",
     "run_gamp", "GAMPResult", "state_evolution_iterates", "SEIterates",
+    "ExplorerView", "explorer_view", "draw_explorer", "make_explorer",
 ]

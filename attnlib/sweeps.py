@@ -129,6 +129,22 @@ def _bracket(alphas, values):
     return None
 
 
+def _refine_root(f, lo: float, hi: float, f_lo: float | None, f_hi: float | None, xtol: float, name: str) -> float:
+    """Brent's method on ``[lo, hi]``; if ``f`` recomputed at the ends (from other warm starts) no longer
+    changes sign there -- the fixed points are only piecewise smooth in ``alpha`` -- fall back to the linear
+    interpolation of the bracketing values (``f_lo``, ``f_hi``, or ``f`` at the ends), with a warning."""
+    a, b = f(lo), f(hi)
+    if a * b < 0:
+        return brentq(f, lo, hi, xtol=xtol)
+    f_lo = a if f_lo is None else f_lo
+    f_hi = b if f_hi is None else f_hi
+    root = lo + (hi - lo) * f_lo / (f_lo - f_hi) if f_lo != f_hi else 0.5 * (lo + hi)
+    warnings.warn(f"{name}: the bracket [{lo:g}, {hi:g}] did not keep its sign change when recomputed; "
+                  f"returning the linear interpolation {root:.4g} of the bracketing values", ConvergenceWarning,
+                  stacklevel=3)
+    return float(min(max(root, lo), hi))
+
+
 def critical_alpha(params: TaskParams, solver: SESolver | None = None, alphas=DEFAULT_ALPHA_GRID,
                    xtol: float = 1e-4, use_cache: bool = True) -> float:
     """``alpha_c``: where the semantic and positional training losses are equal (spec section 3).
@@ -160,7 +176,7 @@ def critical_alpha(params: TaskParams, solver: SESolver | None = None, alphas=DE
         def f(a):
             return energy_gap(params, a, solver, {b: _nearest_start(s, a) for b, s in starts.items()})
 
-        return brentq(f, *br, xtol=xtol)
+        return _refine_root(f, *br, gap[list(grid).index(br[0])], gap[list(grid).index(br[1])], xtol, "alpha_c")
 
     value = cached("alpha-c", compute, use_cache=use_cache, params=params, solver=solver, alphas=alphas,
                    xtol=xtol)
@@ -217,7 +233,7 @@ def linear_crossing_alpha(params: TaskParams, solver: SESolver | None = None, al
             return solve_state_evolution(params, a, branch, solver=solver,
                                          start=Overlaps(ref.q, ref.m, ref.V, ref.theta)).test_error - eps_lin
 
-        return brentq(f, lo, hi, xtol=xtol)
+        return _refine_root(f, lo, hi, None, None, xtol, "alpha_l")
 
     value = cached("alpha-l", compute, use_cache=use_cache, params=params, solver=solver, alphas=alphas,
                    xtol=xtol)

@@ -68,3 +68,13 @@ def test_phase_diagram_alpha_c_rises_with_omega():
     assert a_c[0] < a_c[1] and np.all(a_l >= a_c - 1e-9)
     assert abs(a_c[1] - 1.24) < 0.05
     assert math.isclose(df.eps_lin[1], 0.001971, rel_tol=0.01)
+
+
+def test_root_refinement_falls_back_with_a_warning():
+    from attnlib import ConvergenceWarning
+    from attnlib.sweeps import _refine_root
+
+    assert abs(_refine_root(lambda a: 1.5 - a, 1.0, 2.0, 0.5, -0.5, 1e-8, "x") - 1.5) < 1e-7
+    with pytest.warns(ConvergenceWarning, match="linear interpolation"):
+        root = _refine_root(lambda a: 1.0, 1.0, 2.0, 0.3, -0.1, 1e-8, "x")  # recomputed ends lost the sign change
+    assert abs(root - 1.75) < 1e-12
