@@ -27,7 +27,7 @@ dropped from the working set.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -53,8 +53,6 @@ class ProxResult:
         ``||grad F(h_hat)||`` (small at a stationary point).
     n_iter : int
         Largest number of Newton iterations used by any descent.
-    start_index : ndarray of int (N,), optional
-        Which start gave the kept minimum (:func:`solve_prox`).
     gap : ndarray (N,), optional
         Global search only: how much higher the best *other* local minimum found lies (``inf`` if all
         starts reached the same point). A small gap marks a node near a jump of the proximal point.
@@ -64,7 +62,6 @@ class ProxResult:
     value: np.ndarray
     grad_norm: np.ndarray
     n_iter: int
-    start_index: np.ndarray | None = None
     gap: np.ndarray | None = None
 
 
@@ -182,7 +179,7 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
     Returns
     -------
     ProxResult
-        ``start_index`` tells which start won (0: ``c``, 1: ``0``, ``2 + j``: ring start ``j``).
+        In ``"global"`` mode ``gap`` tells how far above the kept minimum the best other one lies.
     """
     if mode not in PROX_MODES:
         raise ValueError(f"mode must be one of {PROX_MODES}, got {mode!r}")
@@ -192,8 +189,7 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
     t_diag = np.asarray(t_diag, dtype=float)
     n = c.shape[0]
     if mode == "from-zero":
-        res = minimise_locally(np.zeros_like(c), c, t_diag, V, sigma, tol, max_iter)
-        return replace(res, start_index=np.ones(n, dtype=int))
+        return minimise_locally(np.zeros_like(c), c, t_diag, V, sigma, tol, max_iter)
     starts = [c, np.zeros_like(c)]
     if n_ring:
         starts.extend(_ring_starts(c, t_diag, V, sigma, n_ring))
@@ -207,4 +203,4 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
     other = np.max(np.abs(h_all - res.h[idx][None]), axis=-1) > 1e-6  # a different local minimum
     gap = np.min(np.where(other, values - res.value[idx][None], np.inf), axis=0)
     return ProxResult(h=res.h[idx], value=res.value[idx], grad_norm=res.grad_norm[idx], n_iter=res.n_iter,
-                      start_index=best, gap=gap)
+                      gap=gap)

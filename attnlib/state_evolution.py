@@ -42,7 +42,7 @@ from .attention import teacher_diagonal
 from .exceptions import ConvergenceWarning
 from .generalisation import POSITION_SIGNS, test_error_from_overlaps
 from .params import TaskParams, check_alpha, check_finite_scalar
-from .proximal import PROX_MODES, solve_prox
+from .proximal import PROX_MODES, minimise_locally, solve_prox
 from .quadrature import Quadrature
 
 __all__ = ["Overlaps", "Conjugates", "SESolver", "SEResult", "BRANCHES", "default_start", "symmetry_generators", "se_nodes",
@@ -259,7 +259,7 @@ def se_nodes(quadrature: Quadrature, generators: tuple = ()) -> tuple[np.ndarray
 
 def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: np.ndarray,
                           weights: np.ndarray, solver: SESolver, hold=(None, None),
-                          warm: np.ndarray | None = None):
+                          warm: tuple | None = None):
     """Conjugates of the overlaps ``x`` (spec section 3), the mean proximal value ``E[M]`` and the proximal
     points.
 
@@ -279,8 +279,6 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
     -------
     Conjugates, float, tuple (h, near_jump) to pass as ``warm`` to the next call
     """
-    from .proximal import minimise_locally
-
     rho = params.rho
     xi, eta = nodes[:, :2], nodes[:, 2:]
     sq = np.sqrt(x.q)
