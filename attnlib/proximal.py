@@ -20,10 +20,17 @@ candidates live in a disc around ``c``. Two modes are offered:
 ``mode="from-zero"`` (the authors' numerics)
     One local descent from ``h = 0``.
 
-The descent is a vectorised Newton method with an eigenvalue-shifted Hessian (so each step is a descent
-direction) and a vectorised backtracking line search (Armijo). All derivatives are analytic
-(:func:`attnlib.attention.output_loss_derivatives`); no Python loop runs over nodes, and converged nodes are
-dropped from the working set.
+The descent is Newton's method with an eigenvalue-shifted Hessian (so each step is a descent direction) and
+a backtracking line search (Armijo). All derivatives are analytic
+(:func:`attnlib.attention.output_loss_derivatives`). Two interchangeable backends run it over all nodes at
+once, with no Python loop over nodes:
+
+``backend="numba"`` (default when numba is installed)
+    compiled kernels (:mod:`attnlib._prox_kernels`), one node per iteration of a parallel loop;
+``backend="numpy"``
+    vectorised array code, converged nodes dropped from the working set (the reference implementation).
+
+They give the same proximal points to round-off.
 """
 from __future__ import annotations
 
@@ -33,9 +40,16 @@ import numpy as np
 
 from .attention import output_loss, output_loss_derivatives
 
-__all__ = ["ProxResult", "prox_objective", "minimise_locally", "solve_prox", "PROX_MODES"]
+try:  # the compiled backend is optional
+    from . import _prox_kernels
+except ImportError:  # pragma: no cover - exercised only without numba
+    _prox_kernels = None
+
+__all__ = ["ProxResult", "prox_objective", "minimise_locally", "solve_prox", "PROX_MODES", "PROX_BACKENDS",
+           "resolve_backend"]
 
 PROX_MODES = ("global", "from-zero")
+PROX_BACKENDS = ("auto", "numba", "numpy")
 _STEPS = 0.5 ** np.arange(12)  # backtracking step sizes tried at once
 
 
@@ -71,9 +85,21 @@ def prox_objective(h: np.ndarray, c: np.ndarray, t_diag: np.ndarray, V: float, s
     return np.sum(d * d, axis=-1) / (2.0 * V) + output_loss(h, t_diag, sigma)
 
 
+def resolve_backend(backend: str) -> str:
+    """The backend that ``backend`` selects: ``"auto"`` is ``"numba"`` when numba is importable, else
+    ``"numpy"``; asking for ``"numba"`` without numba raises ``ImportError``."""
+    if backend not in PROX_BACKENDS:
+        raise ValueError(f"backend must be one of {PROX_BACKENDS}, got {backend!r}")
+    if backend == "auto":
+        return "numba" if _prox_kernels is not None else "numpy"
+    if backend == "numba" and _prox_kernels is None:
+        raise ImportError("backend='numba' needs the numba package (pip install numba)")
+    return backend
+
+
 def minimise_locally(h0: np.ndarray, c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float,
-                     tol: float = 1e-10, max_iter: int = 60) -> ProxResult:
-    """Local minimisation of ``F`` from ``h0`` for every node (vectorised shifted-Newton descent).
+                     tol: float = 1e-10, max_iter: int = 60, backend: str = "auto") -> ProxResult:
+    """Local minimisation of ``F`` from ``h0`` for every node (shifted-Newton descent, all nodes at once).
 
     Parameters
     ----------
@@ -87,7 +113,14 @@ def minimise_locally(h0: np.ndarray, c: np.ndarray, t_diag: np.ndarray, V: float
         Stop a node when ``||grad F|| <= tol``.
     max_iter : int
         Newton iterations at most.
+    backend : {"auto", "numba", "numpy"}
+        Compiled kernel or vectorised numpy (module docstring).
     """
+    if resolve_backend(backend) == "numba":
+        h, value, grad_norm, n_iter = _prox_kernels.local_prox(
+            np.ascontiguousarray(h0, dtype=float), np.ascontiguousarray(c, dtype=float),
+            np.ascontiguousarray(t_diag, dtype=float), float(V), float(sigma), float(tol), int(max_iter))
+        return ProxResult(h=h, value=value, grad_norm=grad_norm, n_iter=int(n_iter))
     h = np.array(h0, dtype=float, copy=True)
     n = h.shape[0]
     grad_norm = np.full(n, np.inf)
@@ -156,8 +189,7 @@ def _ring_starts(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, n_ri
 
 
 def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: str = "global",
-               n_ring: int = 12, tol: float = 1e-10,
-               max_iter: int = 60) -> ProxResult:
+               n_ring: int = 12, tol: float = 1e-10, max_iter: int = 60, backend: str = "auto") -> ProxResult:
     """Proximal points of all nodes (see the module docstring for the treatment of local minima).
 
     The result is a deterministic function of ``(c, t_diag, V)``: no state is carried
@@ -175,6 +207,8 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
         Multi-start global minimisation, or one local descent from ``h = 0``.
     n_ring : int
         Starts on two circles around ``c`` in ``"global"`` mode (besides ``c`` and ``0``).
+    backend : {"auto", "numba", "numpy"}
+        Compiled kernel or vectorised numpy (module docstring); same results to round-off.
 
     Returns
     -------
@@ -188,14 +222,20 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
     c = np.asarray(c, dtype=float)
     t_diag = np.asarray(t_diag, dtype=float)
     n = c.shape[0]
+    backend = resolve_backend(backend)
     if mode == "from-zero":
-        return minimise_locally(np.zeros_like(c), c, t_diag, V, sigma, tol, max_iter)
+        return minimise_locally(np.zeros_like(c), c, t_diag, V, sigma, tol, max_iter, backend)
+    if backend == "numba":
+        h, value, grad_norm, gap, n_iter = _prox_kernels.global_prox(
+            np.ascontiguousarray(c), np.ascontiguousarray(t_diag), float(V), float(sigma), int(n_ring),
+            float(tol), int(max_iter))
+        return ProxResult(h=h, value=value, grad_norm=grad_norm, n_iter=int(n_iter), gap=gap)
     starts = [c, np.zeros_like(c)]
     if n_ring:
         starts.extend(_ring_starts(c, t_diag, V, sigma, n_ring))
     k = len(starts)
     res = minimise_locally(np.concatenate(starts), np.tile(c, (k, 1)), np.tile(t_diag, (k, 1)), V, sigma,
-                           tol, max_iter)
+                           tol, max_iter, backend)
     values = res.value.reshape(k, n)
     best = np.argmin(values, axis=0)
     idx = best * n + np.arange(n)

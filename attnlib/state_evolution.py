@@ -42,7 +42,7 @@ from .attention import teacher_diagonal
 from .exceptions import ConvergenceWarning
 from .generalisation import POSITION_SIGNS, test_error_from_overlaps
 from .params import TaskParams, check_alpha, check_finite_scalar
-from .proximal import PROX_MODES, minimise_locally, solve_prox
+from .proximal import PROX_BACKENDS, PROX_MODES, minimise_locally, solve_prox
 from .quadrature import Quadrature
 
 __all__ = ["Overlaps", "Conjugates", "SESolver", "SEResult", "BRANCHES", "default_start", "symmetry_generators", "se_nodes",
@@ -92,6 +92,9 @@ class SESolver:
         Treatment of the non-convex proximal problem (:mod:`attnlib.proximal`).
     n_ring : int
         Extra starts of the global proximal search.
+    prox_backend : {"auto", "numba", "numpy"}
+        Implementation of the proximal step (:func:`attnlib.proximal.resolve_backend`); the backends agree to
+        round-off, so this changes the speed, not the answer.
     tol : float
         Convergence when every overlap moves by less than ``tol`` relative (absolute below ``1e-4``).
     max_iter : int
@@ -100,6 +103,8 @@ class SESolver:
         Weight of the new iterate in a plain damped step, in ``(0, 1]``.
     anderson : int
         History length of Anderson acceleration (0 switches it off).
+    restart_factor : float
+        The Anderson history is dropped when the residual grows by more than this factor in one step.
     jump_margin : float
         Between full proximal searches, nodes whose second-best local minimum lay within this margin of the
         best are searched fully again (the rest follow their minimum by local descent).
@@ -117,20 +122,26 @@ class SESolver:
     quadrature: Quadrature = field(default_factory=lambda: Quadrature("gauss-hermite", 12))
     prox_mode: str = "global"
     n_ring: int = 12
+    prox_backend: str = "auto"
     tol: float = 1e-7
     max_iter: int = 400
     damping: float = 0.5
     anderson: int = 4
+    restart_factor: float = 3.0
     jump_margin: float = 1e-3
-    cheap_below: float = 1e-2
+    cheap_below: float = 0.2
     coarse_quadrature: Quadrature | None = field(default_factory=lambda: Quadrature("gauss-hermite", 6))
     coarse_until: float = 1e-3
 
     def __post_init__(self):
         if self.prox_mode not in PROX_MODES:
             raise ValueError(f"prox_mode must be one of {PROX_MODES}, got {self.prox_mode!r}")
+        if self.prox_backend not in PROX_BACKENDS:
+            raise ValueError(f"prox_backend must be one of {PROX_BACKENDS}, got {self.prox_backend!r}")
         if not (0.0 < check_finite_scalar("damping", self.damping) <= 1.0):
             raise ValueError(f"damping must lie in (0, 1], got {self.damping!r}")
+        if not check_finite_scalar("restart_factor", self.restart_factor) > 1.0:
+            raise ValueError(f"restart_factor must lie in (1, inf), got {self.restart_factor!r}")
         if not (0.0 < check_finite_scalar("tol", self.tol) < 1.0):
             raise ValueError(f"tol must lie in (0, 1), got {self.tol!r}")
         for name in ("max_iter", "anderson", "n_ring"):
@@ -287,9 +298,10 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
     t_diag = teacher_diagonal((x.theta / sq) * xi + b * eta, params)
     if warm is not None and solver.prox_mode == "global":
         h_warm, near_jump = warm
-        prox = minimise_locally(h_warm, c, t_diag, x.V, params.sigma)
+        prox = minimise_locally(h_warm, c, t_diag, x.V, params.sigma, backend=solver.prox_backend)
         if np.any(near_jump):  # nodes near a jump of the proximal point: full search again
-            sub = solve_prox(c[near_jump], t_diag[near_jump], x.V, params.sigma, n_ring=solver.n_ring)
+            sub = solve_prox(c[near_jump], t_diag[near_jump], x.V, params.sigma, n_ring=solver.n_ring,
+                             backend=solver.prox_backend)
             better = sub.value < prox.value[near_jump]
             h = prox.h.copy()
             value = prox.value.copy()
@@ -298,7 +310,8 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
             prox = replace(prox, h=h, value=value)
         new_warm = (prox.h, near_jump)
     else:
-        prox = solve_prox(c, t_diag, x.V, params.sigma, mode=solver.prox_mode, n_ring=solver.n_ring)
+        prox = solve_prox(c, t_diag, x.V, params.sigma, mode=solver.prox_mode, n_ring=solver.n_ring,
+                          backend=solver.prox_backend)
         near_jump = prox.gap < solver.jump_margin if prox.gap is not None else np.zeros(len(c), bool)
         new_warm = (prox.h, near_jump)
     g = (prox.h - c) / x.V
@@ -374,7 +387,9 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     SEResult
         With ``converged=False`` (and a :class:`~attnlib.exceptions.ConvergenceWarning`) if the tolerance
         was not reached in ``solver.max_iter`` iterations or the iteration left the domain
-        (``V <= 0``); the numbers are then the last valid iterate.
+        (``V <= 0``); the numbers are then the last valid iterate. The overlaps are defined up to the global
+        sign of ``Q``; the representative returned has ``theta >= 0`` on the semantic branch and ``m >= 0`` on
+        the positional one (unless an overlap is pinned with ``fix_m`` / ``fix_theta``).
     """
     t0 = time.perf_counter()
     alpha = check_alpha(alpha)
@@ -391,10 +406,12 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         raise ValueError(f"start must satisfy q > 0, V > 0, theta^2 <= rho q: {exc}") from None
     generators = symmetry_generators(params, hold)
     fine = se_nodes(solver.quadrature, generators)
-    coarse = se_nodes(solver.coarse_quadrature, generators) if solver.coarse_quadrature else None
+    # the coarse transient only pays from a cold start; a warm start is already close to the fine fixed point
+    coarse = se_nodes(solver.coarse_quadrature, generators) if solver.coarse_quadrature and start is None else None
     nodes, weights = coarse if coarse is not None else fine  # coarse rule for the transient
 
     warm = None  # proximal points of the previous iteration (cheap local steps between full searches)
+    coarse_image = None  # F(x) of the coarse rule at the hand-over point
     failed_confirmations = 0
     hist_x, hist_f = [], []
     residuals = []
@@ -435,14 +452,23 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
             continue
         last_valid, n_backtrack = xa, 0
         if coarse is not None and (res < solver.coarse_until or it >= solver.max_iter // 2):
-            # switch to the fine rule: restart the mixing and the proximal warm starts
+            # switch to the fine rule (same x, next iteration); the proximal warm starts are dropped
             coarse = None
             nodes, weights = fine
-            hist_x.clear()
-            hist_f.clear()
             warm = None
+            coarse_image = fa
             residuals.append(res)
             continue
+        if coarse_image is not None:
+            # first fine evaluation, at the coarse fixed point: near it the fine map is the coarse one plus
+            # a nearly constant offset, so the mixing history keeps its Jacobian information once its images
+            # are shifted by that offset
+            hist_f[:] = [f + (fa - coarse_image) for f in hist_f]
+            coarse_image = None
+        if residuals and res > solver.restart_factor * residuals[-1]:
+            # the accelerated step made things worse (the map is only piecewise smooth): restart the mixing
+            hist_x.clear()
+            hist_f.clear()
         residuals.append(res)
         if res < solver.tol:
             converged = True  # x is a fixed point; hat and mean_M were computed at x
@@ -460,6 +486,11 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     if not converged:  # conjugates and energy at the returned (last valid) point
         hat, mean_M, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
     phi = _free_energy(params, alpha, x, hat, mean_M)
+    if fix_m is None and fix_theta is None and (x.theta < 0 if branch == "semantic" else x.m < 0):
+        # Q -> -Q leaves the model invariant and flips (m, theta): report the representative with the
+        # branch's defining overlap positive
+        x = Overlaps(q=x.q, m=-x.m, V=x.V, theta=-x.theta)
+        hat = Conjugates(hat.q_hat, -hat.m_hat, hat.V_hat, -hat.theta_hat)
     eps_g = test_error_from_overlaps(params, x.q, x.m, x.theta)
     if not converged:
         why = failure or f"residual {residuals[-1]:.2e} > tol {solver.tol:g} after {it} iterations"

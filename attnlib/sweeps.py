@@ -39,6 +39,8 @@ __all__ = ["ThresholdNotFound", "branch_curve", "alpha_sweep", "energy_gap", "cr
 DEFAULT_ALPHA_GRID = tuple(np.round(np.geomspace(0.25, 5.0, 16), 4))
 #: Pinned value of the held overlap used to measure the curvature across a branch.
 CURVATURE_STEP = 0.02
+#: Iterations allowed to the plain damped iteration that double-checks a branch's disappearance.
+PLAIN_MAX_ITER = 1500
 #: A branch whose defining overlap (theta or m) is below this times rho has merged with the agnostic point.
 EXISTENCE_TOL = 1e-3
 
@@ -277,15 +279,27 @@ def branch_exists(params: TaskParams, alpha: float, branch: str, solver: SESolve
     branch, ``m`` for the positional one, above ``EXISTENCE_TOL * rho``: otherwise it has merged with the
     agnostic point) and the training loss curves upwards along its held overlap
     (:func:`branch_curvature` ``> 0``; not measured for a semantic branch without token-swap symmetry,
-    which holds no overlap).
+    which holds no overlap). If the branch seems to vanish from a ``start`` where it existed, the point is
+    solved again with plain damped iteration (no Anderson acceleration, which can jump to another fixed
+    point), so that the branch is followed continuously.
     """
+    solver = solver or SESolver()
+
+    def defining(x):
+        return abs(x.theta if branch == "semantic" else x.m)
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         res = solve_state_evolution(params, alpha, branch, start=start, solver=solver)
+        if start is not None and defining(start) >= EXISTENCE_TOL * params.rho and (
+                not res.converged or defining(res) < EXISTENCE_TOL * params.rho):
+            # Anderson acceleration can jump from the continuation of the branch to another fixed point
+            # (the agnostic one); before declaring the branch gone, follow it with plain damped steps
+            plain = replace(solver, anderson=0, max_iter=max(solver.max_iter, PLAIN_MAX_ITER))
+            res = solve_state_evolution(params, alpha, branch, start=start, solver=plain)
         if not res.converged:
             return False, res
-        overlap = res.theta if branch == "semantic" else res.m
-        if abs(overlap) < EXISTENCE_TOL * params.rho:
+        if defining(res) < EXISTENCE_TOL * params.rho:
             return False, res
         if branch == "semantic" and not params.swap_symmetric:
             return True, res

@@ -1,10 +1,12 @@
-"""The vectorised proximal step against scipy.optimize.minimize, node by node."""
+"""The proximal step (both backends) against scipy.optimize.minimize node by node, and against each other."""
 import numpy as np
 import pytest
 from scipy.optimize import minimize
 
 from attnlib.attention import output_loss, output_loss_derivatives
-from attnlib.proximal import prox_objective, solve_prox
+from attnlib.proximal import minimise_locally, prox_objective, resolve_backend, solve_prox
+
+BACKENDS = ["numpy"] + (["numba"] if resolve_backend("auto") == "numba" else [])
 
 
 @pytest.fixture(scope="module")
@@ -16,11 +18,12 @@ def nodes():
     return c, t
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("V", [0.5, 5.0, 30.0])
-def test_global_prox_matches_multistart_scipy(nodes, V):
+def test_global_prox_matches_multistart_scipy(nodes, V, backend):
     c, t = nodes
     sigma = 0.5
-    res = solve_prox(c, t, V, sigma, mode="global")
+    res = solve_prox(c, t, V, sigma, mode="global", backend=backend)
     assert np.all(res.grad_norm < 1e-8)
     rng = np.random.default_rng(4)
     radius = np.sqrt(2 * V * output_loss(c, t, sigma))
@@ -31,12 +34,37 @@ def test_global_prox_matches_multistart_scipy(nodes, V):
         assert res.value[i] <= best.fun + 1e-10
 
 
-def test_from_zero_is_a_local_minimum(nodes):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_from_zero_is_a_local_minimum(nodes, backend):
     c, t = nodes
-    res = solve_prox(c, t, 5.0, 0.5, mode="from-zero")
+    res = solve_prox(c, t, 5.0, 0.5, mode="from-zero", backend=backend)
     assert np.all(res.grad_norm < 1e-8)
-    glob = solve_prox(c, t, 5.0, 0.5, mode="global")
+    glob = solve_prox(c, t, 5.0, 0.5, mode="global", backend=backend)
     assert np.all(glob.value <= res.value + 1e-12)
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="numba is not installed")
+@pytest.mark.parametrize("V", [0.5, 5.0, 30.0])
+def test_compiled_and_vectorised_backends_agree(nodes, V):
+    """The numba kernels run the numpy algorithm node by node: same minima, values, gaps (to round-off)."""
+    c, t = nodes
+    a = solve_prox(c, t, V, 0.5, backend="numba")
+    b = solve_prox(c, t, V, 0.5, backend="numpy")
+    np.testing.assert_allclose(a.h, b.h, atol=1e-7)
+    np.testing.assert_allclose(a.value, b.value, rtol=1e-12, atol=1e-14)
+    finite = np.isfinite(b.gap)
+    np.testing.assert_array_equal(np.isfinite(a.gap), finite)
+    np.testing.assert_allclose(a.gap[finite], b.gap[finite], atol=1e-12)
+    h0 = c + 0.1
+    la = minimise_locally(h0, c, t, V, 0.5, backend="numba")
+    lb = minimise_locally(h0, c, t, V, 0.5, backend="numpy")
+    np.testing.assert_allclose(la.h, lb.h, atol=1e-7)
+    np.testing.assert_allclose(la.value, lb.value, rtol=1e-12, atol=1e-14)
+
+
+def test_backend_is_validated():
+    with pytest.raises(ValueError, match="backend"):
+        solve_prox(np.zeros((2, 2)), np.full((2, 2), 0.5), 1.0, 0.5, backend="fortran")
 
 
 def test_analytic_derivatives_match_finite_differences():

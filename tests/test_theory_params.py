@@ -55,6 +55,10 @@ def test_other_rejections():
         SESolver(prox_mode="best")
     with pytest.raises(ValueError, match="max_iter"):
         SESolver(max_iter=0)
+    with pytest.raises(ValueError, match="prox_backend"):
+        SESolver(prox_backend="cuda")
+    with pytest.raises(ValueError, match="restart_factor"):
+        SESolver(restart_factor=0.5)
     with pytest.raises(ValueError, match="order"):
         Quadrature("gauss-hermite", 1)
     with pytest.raises(ValueError, match="rule"):

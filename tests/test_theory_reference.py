@@ -100,6 +100,16 @@ def test_sign_symmetry():
         test_error_from_overlaps(p, 0.08, -0.1, -0.09), rel=1e-12)
 
 
+def test_sign_representative(sem2):
+    """Started in the mirror image (theta < 0), the solver lands on the mirror fixed point and reports the
+    representative with theta > 0: the same numbers as from the default start."""
+    x = sem2.overlaps
+    r = solve_state_evolution(P, 2.0, "semantic", start=Overlaps(q=x.q, m=0.0, V=x.V, theta=-x.theta))
+    assert r.converged and r.theta > 0
+    np.testing.assert_allclose([r.q, r.theta, r.theta_hat, r.train_loss], [sem2.q, sem2.theta, sem2.theta_hat,
+                                                                         sem2.train_loss], rtol=1e-6)
+
+
 def test_quadrature_order_convergence_at_reference_point():
     """Answers converge with the Gauss-Hermite order on the semantic branch at alpha = 2: the distance to
     order 16 shrinks with the order and is below 2 % from order 8 on."""
