@@ -123,7 +123,7 @@ class SESolver:
     prox_mode: str = "global"
     n_ring: int = 12
     prox_backend: str = "auto"
-    tol: float = 1e-7
+    tol: float = 1e-6
     max_iter: int = 400
     damping: float = 0.5
     anderson: int = 4

@@ -2,7 +2,7 @@
 
 Checks the CSVs' columns and required values, and recomputes a few entries with attnlib (same solver as the
 script) against the stored values. Tolerances reflect solver and quadrature noise: 2e-3 absolute on
-thresholds (Brent's ``xtol`` is 1e-4; the fixed points are converged to 1e-7 relative), 1 % on errors.
+thresholds (Brent's ``xtol`` is 1e-4; the fixed points are converged to 1e-6 relative), 1 % on errors.
 """
 from __future__ import annotations
 
