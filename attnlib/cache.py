@@ -33,8 +33,13 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 @functools.lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=None)
 def library_fingerprint() -> str:
-    """Version of :mod:`attnlib` plus a hash of the source of all its modules (changes on any edit)."""
+    """Version of :mod:`attnlib` plus a hash of the source of all its modules (changes on any edit).
+
+    Computed once per process, when this module is imported: a process keys what its code computes by that
+    code, even if the files are edited while it runs (the edits get their own fingerprint in the next
+    process)."""
     from . import __version__
 
     digest = hashlib.sha256(__version__.encode())
@@ -171,3 +176,6 @@ def cached(namespace: str, compute: Callable[[], Any], *, use_cache: bool = True
     value = compute()
     store_cached(key, value)
     return json.loads(json.dumps(_to_jsonable(value), sort_keys=True))
+
+
+library_fingerprint()  # fix the fingerprint of the source as imported

@@ -15,7 +15,8 @@ from .attention import output_loss, teacher_diagonal
 from .params import TaskParams, check_finite_scalar
 from .quadrature import Quadrature
 
-__all__ = ["teacher_student_fields", "test_error_from_overlaps", "linear_baseline_error", "POSITION_SIGNS"]
+__all__ = ["teacher_student_fields", "test_error_from_overlaps", "linear_baseline_error", "mean_teacher_diagonal",
+           "positional_gain_possible", "POSITION_SIGNS"]
 
 #: Signs ``s_l`` of the positional offsets of the two tokens (``p_2 = -p_1``).
 POSITION_SIGNS = np.array([1.0, -1.0])
@@ -79,12 +80,41 @@ def linear_baseline_error(params: TaskParams, order: int = 80) -> float:
     ``u ~ N(0, sigma^2 I_2)``. The variance is a smooth two-dimensional Gaussian integral, computed with a
     tensor Gauss-Hermite rule of ``order`` points per dimension.
     """
-    x, w = Quadrature("gauss-hermite", order).points(2)
-    u = params.sigma * x
-    s = expit(u[:, 0] * (u[:, 0] - u[:, 1]))
-    mean = w @ s
-    var = w @ (s - mean) ** 2
+    _, var = _semantic_diagonal_moments(params.sigma, order)
     return float(2.0 * params.sigma**2 * (1.0 - params.omega) ** 2 * var)
+
+
+def _semantic_diagonal_moments(sigma: float, order: int) -> tuple[float, float]:
+    """Mean and variance of ``sigmoid(u_1 (u_1 - u_2))``, ``u ~ N(0, sigma^2 I_2)`` (Gauss-Hermite)."""
+    x, w = Quadrature("gauss-hermite", order).points(2)
+    u = sigma * x
+    s = expit(u[:, 0] * (u[:, 0] - u[:, 1]))
+    mean = float(w @ s)
+    return mean, float(w @ (s - mean) ** 2)
+
+
+def mean_teacher_diagonal(params: TaskParams, order: int = 80) -> np.ndarray:
+    """``(E[T_11], E[T_22])``: the teacher's average attention to the token itself.
+
+    ``E[T_ll] = (1 - omega) s_bar + omega A_ll`` with ``s_bar = E[sigmoid(u_1 (u_1 - u_2))] > 1/2``,
+    ``u ~ N(0, sigma^2 I_2)``, the diagonal of the linear baseline's limit ``B_hat -> E[T]``.
+
+    A purely positional tied student (``q -> 0``, spec section 2: ``h = m s``) has
+    ``S_11 = S_22 = sigmoid(2 m^2) >= 1/2``: it can only raise both diagonal entries together. Its loss
+    ``sigma^2 sum_l E[(S - T_ll)^2]`` is then lowest at ``S = mean(E[T_11], E[T_22])`` when that mean
+    exceeds ``1/2`` (a positional solution ``m > 0``), and at ``m = 0`` otherwise: see
+    :func:`positional_gain_possible`.
+    """
+    s_bar, _ = _semantic_diagonal_moments(params.sigma, order)
+    A = params.A_array
+    return (1.0 - params.omega) * s_bar + params.omega * np.array([A[0, 0], A[1, 1]])
+
+
+def positional_gain_possible(params: TaskParams, order: int = 80) -> bool:
+    """Whether a purely positional tied student beats ``m = 0``: ``mean(E[T_11], E[T_22]) > 1/2``
+    (:func:`mean_teacher_diagonal`). Always true for the standard ``A`` (diagonal 0.6); for the alternative
+    ``A`` (diagonal mean 0.25) only below a small ``omega``."""
+    return bool(np.mean(mean_teacher_diagonal(params, order)) > 0.5)
 
 
 # not a pytest test, despite the name

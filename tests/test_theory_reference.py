@@ -194,3 +194,26 @@ def test_eps_g_matches_finite_d_monte_carlo():
     theory = test_error_from_overlaps(TaskParams(sigma=P.sigma, lam=P.lam, omega=P.omega), q, m, theta)
     # finite-d corrections are O(1/d) relative; the Monte-Carlo error is se
     assert abs(mc - theory) < 3 * se + 0.02 * theory
+
+
+def test_mean_teacher_diagonal_and_positional_criterion():
+    """E[T_ll] from the closed form against a Monte-Carlo average of the teacher's diagonal; the criterion of
+    a purely positional student (mean diagonal > 1/2) holds for the standard A at every omega, and for the
+    alternative A only at small omega -- where the state evolution's positional branch indeed keeps m > 0,
+    while above it the branch falls onto m = 0."""
+    from attnlib.attention import teacher_diagonal
+    from attnlib.generalisation import mean_teacher_diagonal, positional_gain_possible
+
+    alt = TaskParams(omega=0.2, A=((0.3, 0.7), (0.8, 0.2)))
+    rng = np.random.default_rng(0)
+    h_star = alt.sigma * rng.normal(size=(400_000, 2))
+    mc = teacher_diagonal(h_star, alt).mean(axis=0)
+    np.testing.assert_allclose(mean_teacher_diagonal(alt), mc, atol=2e-3)
+    assert all(positional_gain_possible(TaskParams(omega=w)) for w in np.linspace(0, 1, 11))
+    assert positional_gain_possible(TaskParams(omega=0.0, A=alt.A))
+    assert not positional_gain_possible(alt)
+    start = Overlaps(q=0.2 * alt.rho, m=0.25, V=1.0, theta=0.0)
+    with_gain = solve_state_evolution(TaskParams(omega=0.0, A=alt.A), 0.5, "positional", start=start)
+    without = solve_state_evolution(alt, 0.5, "positional", start=start)
+    assert with_gain.converged and with_gain.m > 0.05
+    assert without.converged and abs(without.m) < 1e-3
