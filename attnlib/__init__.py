@@ -15,7 +15,8 @@ from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
 from .quadrature import Quadrature
 from .state_evolution import BRANCHES, Overlaps, SEResult, SESolver, solve_state_evolution
 from .explorer import ExplorerView, draw_explorer, explorer_view, make_explorer
-from .gamp import GAMPResult, SEIterates, run_gamp, state_evolution_iterates
+from .gamp import (GAMPResult, SEIterates, gamp_fixed_point_table, gamp_tracking_table, run_gamp,
+                   state_evolution_iterates)
 from .data import make_task, positional_encodings, seed_streams
 from .simulation import (DEFAULT_N_TEST, ERMObjective, ERMResult, estimate_test_errors, fit_linear_baseline,
                          gradient_descent, minimize_lbfgs, simulate_erm, test_error_from_overlaps_rho)
@@ -31,6 +32,7 @@ __all__ = [
     "make_task", "positional_encodings", "seed_streams", "DEFAULT_N_TEST", "ERMObjective", "ERMResult",
     "estimate_test_errors", "fit_linear_baseline", "gradient_descent", "minimize_lbfgs", "simulate_erm",
     "test_error_from_overlaps_rho", "erm_point", "erm_sweep", "rows_to_columns",
-    "run_gamp", "GAMPResult", "state_evolution_iterates", "SEIterates",
+    "run_gamp", "GAMPResult", "state_evolution_iterates", "SEIterates", "gamp_tracking_table",
+    "gamp_fixed_point_table",
     "ExplorerView", "explorer_view", "draw_explorer", "make_explorer",
 ]
