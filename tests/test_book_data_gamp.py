@@ -1,0 +1,124 @@
+"""The GAMP tables of book chapter 3 (book/data/gamp_*.csv, scripts/regenerate_gamp_data.py): schema, sidecar
+metadata, the claims the chapter makes about them, and a few rows recomputed with attnlib (one BLAS and numba
+thread, as the script runs them).
+
+A failure of the recomputation after a change of attnlib's numerics means the data must be regenerated
+(``python scripts/regenerate_gamp_data.py``); round-off differences (e.g. between the proximal backends) are
+far below the tolerance used here.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import attnlib
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "book" / "data"
+spec = importlib.util.spec_from_file_location("regen_gamp", ROOT / "scripts" / "regenerate_gamp_data.py")
+regen = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(regen)
+
+WALL_TIME = ["seconds_gamp", "seconds_lbfgs", "seconds_lbfgs_named"]  # not reproducible
+
+
+def load(name):
+    stem, _, kwargs = regen.TABLES[name]
+    return pd.read_csv(DATA / f"{stem}.csv"), json.loads((DATA / f"{stem}.json").read_text()), kwargs
+
+
+@pytest.mark.parametrize("name", sorted(regen.TABLES))
+def test_schema_and_metadata(name):
+    df, meta, kwargs = load(name)
+    n_grid = len(kwargs["d"]) * len(kwargs["starts"]) * len(kwargs["seeds"])
+    n_t = kwargs["n_iter"] + 1 if name == "tracking" else 1
+    assert len(df) == meta["n_rows"] == n_grid * n_t
+    assert meta["attnlib_version"] == attnlib.__version__
+    assert meta["arguments"]["seeds"] == kwargs["seeds"] and meta["arguments"]["d"] == kwargs["d"]
+    assert meta["params"] == dict(sigma=regen.PARAMS.sigma, lam=regen.PARAMS.lam, omega=regen.PARAMS.omega,
+                                  A=[list(a) for a in regen.PARAMS.A])
+    assert set(df.start) == set(kwargs["starts"]) and set(df.d) == set(kwargs["d"])
+    assert (df.alpha == kwargs["alpha"]).all()
+    if name == "tracking":
+        assert meta["arguments"]["quadrature"] == {"rule": "sobol", "order": 16, "seed": 0}
+        hats = ["m_hat_gamp", "V_hat_gamp", "m_hat_se", "V_hat_se"]
+        assert df.loc[df.t == 0, hats].isna().all().all()
+        assert not df.loc[df.t > 0].isna().any().any()
+    else:
+        assert not df.isna().any().any()
+        assert df.converged_lbfgs.all() and df.converged_lbfgs_named.all()
+
+
+def test_tracking_deviations_shrink_with_d():
+    """What chapter 3 shows: GAMP - SE is a finite-size effect (rms over seeds and iterations falls with d)."""
+    df, _, _ = load("tracking")
+    dev = df[df.t > 0]
+    for start, g in dev.groupby("start"):
+        rms = {d: {k: float(np.sqrt(np.mean((gd[f"{k}_gamp"] - gd[f"{k}_se"]) ** 2))) for k in ("m", "theta", "q")}
+               for d, gd in g.groupby("d")}
+        for k in ("m", "theta", "q"):
+            assert rms[4000][k] < rms[1000][k], (start, k, rms)
+            assert rms[4000][k] < 0.01, (start, k, rms)
+
+
+def test_fixed_points_semantic_close_to_lbfgs():
+    df, _, _ = load("fixed_points")
+    sem = df[df.start == "semantic"]
+    assert sem.converged_gamp.all()
+    mean = sem.assign(dtheta=(sem.theta_gamp - sem.theta_lbfgs).abs()).groupby("d").dtheta.mean()
+    assert mean[4000] < mean[2000] < mean[1000] < 2e-3
+    # L-BFGS from GAMP's start and from Q = Q* reach the same minimum
+    assert np.allclose(sem.m_lbfgs, sem.m_lbfgs_named, atol=1e-6)
+    # GAMP's fixed point is not below the minimum of the finite-d risk
+    assert (sem.train_loss_gamp >= sem.train_loss_lbfgs).all()
+
+
+# rows recomputed: (table, start, d, seed); about 30 s in all
+POINTS = [("tracking", "semantic", 1000, 5), ("fixed_points", "positional", 1000, 2)]
+
+RECOMPUTE = """
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import importlib.util
+spec = importlib.util.spec_from_file_location("regen_gamp", sys.argv[1])
+regen = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(regen)
+out = []
+for name, start, d, seed in json.loads(sys.argv[2]):
+    _, func, kwargs = regen.TABLES[name]
+    kwargs = dict(kwargs, starts=[start], d=[d], seeds=[seed])
+    out.append(func(regen.PARAMS, **kwargs, use_cache=False).to_json(orient="records"))
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def recomputed():
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               NUMBA_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", RECOMPUTE, str(ROOT / "scripts" / "regenerate_gamp_data.py"),
+                           json.dumps(POINTS)], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [pd.DataFrame(json.loads(part)) for part in json.loads(proc.stdout.strip().splitlines()[-1])]
+
+
+@pytest.mark.parametrize("i", range(len(POINTS)), ids=["-".join(map(str, p)) for p in POINTS])
+def test_rows_reproduce(i, recomputed):
+    name, start, d, seed = POINTS[i]
+    df, _, _ = load(name)
+    stored = df[(df.start == start) & (df.d == d) & (df.seed == seed)].reset_index(drop=True)
+    new = recomputed[i]
+    assert len(stored) == len(new) > 0
+    for col in stored.columns:
+        if col in WALL_TIME:
+            continue
+        if stored[col].dtype.kind in "fi":
+            np.testing.assert_allclose(new[col].astype(float), stored[col], rtol=1e-6, atol=1e-9, err_msg=col)
+        else:
+            assert list(new[col]) == list(stored[col]), col
