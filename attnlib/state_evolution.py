@@ -104,7 +104,8 @@ class SESolver:
     anderson : int
         History length of Anderson acceleration (0 switches it off).
     restart_factor : float
-        The Anderson history is dropped when the residual grows by more than this factor in one step.
+        An accelerated step that makes the residual grow by more than this factor is rejected: the iteration
+        takes a plain damped step from the previous iterate instead and restarts the Anderson history.
     jump_margin : float
         Between full proximal searches, nodes whose second-best local minimum lay within this margin of the
         best are searched fully again (the rest follow their minimum by local descent).
@@ -412,6 +413,7 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
 
     warm = None  # proximal points of the previous iteration (cheap local steps between full searches)
     coarse_image = None  # F(x) of the coarse rule at the hand-over point
+    accepted = None  # last accepted iterate and its image
     failed_confirmations = 0
     hist_x, hist_f = [], []
     residuals = []
@@ -465,10 +467,18 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
             # are shifted by that offset
             hist_f[:] = [f + (fa - coarse_image) for f in hist_f]
             coarse_image = None
-        if residuals and res > solver.restart_factor * residuals[-1]:
-            # the accelerated step made things worse (the map is only piecewise smooth): restart the mixing
+        if residuals and res > solver.restart_factor * residuals[-1] and accepted is not None:
+            # the accelerated step made things worse (the map is only piecewise smooth, and an extrapolation
+            # can leave the basin of the fixed point being followed): reject it, take a plain damped step from
+            # the last accepted iterate instead, and restart the mixing
             hist_x.clear()
             hist_f.clear()
+            xa_prev, fa_prev = accepted
+            accepted = None  # a rejected step is not rejected twice in a row
+            x = Overlaps.from_array((1 - solver.damping) * xa_prev + solver.damping * fa_prev)
+            warm = None
+            continue
+        accepted = (xa, fa)
         residuals.append(res)
         if res < solver.tol:
             converged = True  # x is a fixed point; hat and mean_M were computed at x

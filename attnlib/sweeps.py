@@ -31,7 +31,7 @@ from .generalisation import linear_baseline_error
 from .params import TaskParams, check_alpha
 from .state_evolution import Overlaps, SEResult, SESolver, solve_state_evolution
 
-__all__ = ["ThresholdNotFound", "branch_curve", "alpha_sweep", "energy_gap", "critical_alpha",
+__all__ = ["ThresholdNotFound", "follow_branch", "branch_curve", "alpha_sweep", "energy_gap", "critical_alpha",
            "linear_crossing_alpha", "branch_curvature", "branch_exists", "spinodal_alpha", "phase_diagram",
            "DEFAULT_ALPHA_GRID"]
 
@@ -40,7 +40,7 @@ DEFAULT_ALPHA_GRID = tuple(np.round(np.geomspace(0.25, 5.0, 16), 4))
 #: Pinned value of the held overlap used to measure the curvature across a branch.
 CURVATURE_STEP = 0.02
 #: Iterations allowed to the plain damped iteration that double-checks a branch's disappearance.
-PLAIN_MAX_ITER = 1500
+PLAIN_MAX_ITER = 300
 #: A branch whose defining overlap (theta or m) is below this times rho has merged with the agnostic point.
 EXISTENCE_TOL = 1e-3
 
@@ -58,15 +58,42 @@ def _check_grid(alphas) -> np.ndarray:
     return arr
 
 
+def _defining_overlap(x, branch: str) -> float:
+    """``|theta|`` for the semantic branch, ``|m|`` otherwise (the overlap whose vanishing ends a branch)."""
+    return abs(x.theta if branch == "semantic" else x.m)
+
+
+def follow_branch(params: TaskParams, alpha: float, branch: str, start: Overlaps | None,
+                  solver: SESolver | None = None) -> SEResult:
+    """One point of a branch, warm-started from a nearby point of the same branch, followed continuously.
+
+    Anderson acceleration can jump from the continuation of a branch to another fixed point (in practice the
+    uninformed one, ``m = theta = 0``, which coexists with the branch near its end). So when the branch's
+    defining overlap (``theta`` semantic, ``m`` positional) was present at ``start`` but vanishes (below
+    ``EXISTENCE_TOL * rho``) or the iteration fails, the point is solved again from ``start`` with plain damped
+    steps (no acceleration, up to ``PLAIN_MAX_ITER`` iterations), which follow the attractor continuously; that
+    result is kept when it converges.
+    """
+    solver = solver or SESolver()
+    floor = EXISTENCE_TOL * params.rho
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = solve_state_evolution(params, alpha, branch, start=start, solver=solver)
+        if start is None or _defining_overlap(start, branch) < floor or (
+                res.converged and _defining_overlap(res, branch) >= floor):
+            return res
+        plain = replace(solver, anderson=0, max_iter=max(solver.max_iter, PLAIN_MAX_ITER))
+        again = solve_state_evolution(params, alpha, branch, start=start, solver=plain)
+    return again if again.converged or not res.converged else res
+
+
 def branch_curve(params: TaskParams, alphas, branch: str, solver: SESolver | None = None,
                  start: Overlaps | None = None) -> list[SEResult]:
     """Solve one branch along ``alphas`` (in the order given), warm-starting each point from the previous
-    converged one."""
+    converged one (:func:`follow_branch`)."""
     out = []
     for a in _check_grid(alphas):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            res = solve_state_evolution(params, float(a), branch, start=start, solver=solver)
+        res = follow_branch(params, float(a), branch, start, solver)
         if res.converged:
             start = res.overlaps
         else:
@@ -118,8 +145,8 @@ def _nearest_start(table: dict, alpha: float):
 def energy_gap(params: TaskParams, alpha: float, solver: SESolver | None = None, starts=None) -> float:
     """``eps_t(semantic) - eps_t(positional)`` at ``alpha`` (negative where the semantic minimum is global)."""
     starts = starts or {}
-    sem = solve_state_evolution(params, alpha, "semantic", start=starts.get("semantic"), solver=solver)
-    pos = solve_state_evolution(params, alpha, "positional", start=starts.get("positional"), solver=solver)
+    sem = follow_branch(params, alpha, "semantic", starts.get("semantic"), solver)
+    pos = follow_branch(params, alpha, "positional", starts.get("positional"), solver)
     return sem.train_loss - pos.train_loss
 
 
@@ -223,8 +250,8 @@ def linear_crossing_alpha(params: TaskParams, solver: SESolver | None = None, al
             return float(grid[0])
         lo, hi = grid[i - 1], grid[i]
         if branch_of[i] != branch_of[i - 1]:  # the crossing is at the jump, or just after it
-            sem_at_c = solve_state_evolution(params, a_c, "semantic", solver=solver,
-                                             start=Overlaps(*sem.loc[hi, ["q", "m", "V", "theta"]]))
+            sem_at_c = follow_branch(params, a_c, "semantic", Overlaps(*sem.loc[hi, ["q", "m", "V", "theta"]]),
+                                     solver)
             if sem_at_c.test_error < eps_lin:
                 return float(a_c)
             lo = a_c
@@ -232,8 +259,8 @@ def linear_crossing_alpha(params: TaskParams, solver: SESolver | None = None, al
         ref = (sem if branch == "semantic" else pos).loc[hi]
 
         def f(a):
-            return solve_state_evolution(params, a, branch, solver=solver,
-                                         start=Overlaps(ref.q, ref.m, ref.V, ref.theta)).test_error - eps_lin
+            return follow_branch(params, a, branch, Overlaps(ref.q, ref.m, ref.V, ref.theta), solver).test_error \
+                - eps_lin
 
         return _refine_root(f, lo, hi, None, None, xtol, "alpha_l")
 
@@ -279,27 +306,16 @@ def branch_exists(params: TaskParams, alpha: float, branch: str, solver: SESolve
     branch, ``m`` for the positional one, above ``EXISTENCE_TOL * rho``: otherwise it has merged with the
     agnostic point) and the training loss curves upwards along its held overlap
     (:func:`branch_curvature` ``> 0``; not measured for a semantic branch without token-swap symmetry,
-    which holds no overlap). If the branch seems to vanish from a ``start`` where it existed, the point is
-    solved again with plain damped iteration (no Anderson acceleration, which can jump to another fixed
-    point), so that the branch is followed continuously.
+    which holds no overlap). From a ``start`` on the branch, the point is followed continuously
+    (:func:`follow_branch`).
     """
     solver = solver or SESolver()
-
-    def defining(x):
-        return abs(x.theta if branch == "semantic" else x.m)
-
+    res = follow_branch(params, alpha, branch, start, solver)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        res = solve_state_evolution(params, alpha, branch, start=start, solver=solver)
-        if start is not None and defining(start) >= EXISTENCE_TOL * params.rho and (
-                not res.converged or defining(res) < EXISTENCE_TOL * params.rho):
-            # Anderson acceleration can jump from the continuation of the branch to another fixed point
-            # (the agnostic one); before declaring the branch gone, follow it with plain damped steps
-            plain = replace(solver, anderson=0, max_iter=max(solver.max_iter, PLAIN_MAX_ITER))
-            res = solve_state_evolution(params, alpha, branch, start=start, solver=plain)
         if not res.converged:
             return False, res
-        if defining(res) < EXISTENCE_TOL * params.rho:
+        if _defining_overlap(res, branch) < EXISTENCE_TOL * params.rho:
             return False, res
         if branch == "semantic" and not params.swap_symmetric:
             return True, res
