@@ -13,14 +13,13 @@ columns (no pandas needed).
 from __future__ import annotations
 
 import itertools
-import json
 import os
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 from joblib import Parallel, delayed
 
-from .cache import cache_key, load_cached, store_cached
+from .cache import cached
 from .data import check_int
 from .params import TaskParams
 from .simulation import METHODS, STARTS, simulate_erm
@@ -29,33 +28,6 @@ __all__ = ["CACHE_NAMESPACE", "erm_point", "sweep_grid", "erm_sweep", "rows_to_c
 
 #: Cache namespace of single ERM runs.
 CACHE_NAMESPACE = "erm"
-
-_ABSENT = object()
-
-
-def _cached(namespace: str, compute, use_cache: bool = True, **params: Any):
-    """Same contract as :func:`attnlib.cache.cached` (key = namespace + params + library fingerprint; the
-    value returned is always the JSON round trip, fresh or cached; corrupt files are recomputed with a
-    CacheWarning), built on its public helpers.
-
-    Workaround: ``attnlib.cache.cached`` as of commit 95d416f passes its own "no default" sentinel to
-    ``load_cached``, which therefore raises ``KeyError`` on every cache miss. Switch back to ``cached`` once
-    it is fixed.
-    """
-    if not use_cache:
-        return json.loads(json.dumps(compute(), default=_json_default))
-    key = cache_key(namespace, **params)
-    value = load_cached(key, default=_ABSENT)
-    if value is not _ABSENT:
-        return value
-    store_cached(key, compute())
-    return load_cached(key)
-
-
-def _json_default(obj):
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"cannot store {type(obj).__name__} in the cache")
 
 
 def erm_point(params: TaskParams, d: int, alpha: float, start: str = "semantic", seed: int = 0,
@@ -73,7 +45,7 @@ def erm_point(params: TaskParams, d: int, alpha: float, start: str = "semantic",
         return simulate_erm(params, d, alpha, start=start, seed=seed, method=method, keep_Q=False,
                             **options).as_dict()
 
-    return _cached(CACHE_NAMESPACE, compute, use_cache=use_cache, params=params, d=d, alpha=alpha,
+    return cached(CACHE_NAMESPACE, compute, use_cache=use_cache, params=params, d=d, alpha=alpha,
                   start=start, seed=seed, method=method, options=options)
 
 
