@@ -12,7 +12,8 @@ the solver, the grids, ``attnlib.__version__`` and fingerprint, and the runtime 
   spinodal vs ``omega`` (coarser);
 * ``phase_slices.csv``    -- ``alpha_c``, ``alpha_l`` vs ``omega`` for other ``sigma`` and ``lambda`` (coarse).
 
-Usage (from the repository root; about 30-40 min on 2 busy cores, seconds when the attnlib cache is warm)::
+Usage (from the repository root; about 20-30 min on 2 cores at the default order 12, seconds when the attnlib
+cache is warm)::
 
     python scripts/regenerate_phase_data.py                   # everything
     python scripts/regenerate_phase_data.py --parts standard  # one part (standard, alternative, slices)
@@ -38,8 +39,8 @@ from attnlib.sweeps import DEFAULT_ALPHA_GRID
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = dict(sigma=0.5, lam=0.01, omega=0.3)
-SIGMAS = (0.3, 0.7)
-LAMS = (0.001, 0.1)
+SIGMAS = (0.4, 0.6)   # sigma = 0.3 learns nothing on this alpha range (q -> 0); 0.4 and 0.6 bracket 0.5
+LAMS = (0.003, 0.03)  # lambda = 0.001 puts alpha_c below 0.25 at small omega, 0.1 above 5
 
 
 def make_solver(order: int) -> attnlib.SESolver:
@@ -55,9 +56,8 @@ def safe_spinodal(params, branch, solver, alphas=DEFAULT_ALPHA_GRID):
     """``attnlib.spinodal_alpha`` with failures recorded instead of raised.
 
     Returns ``(value, status)``: ``status`` is "found", "none" (no sign change on the grid), "undefined"
-    (semantic branch of a non-swap-symmetric A) or "failed: ..." (e.g. attnlib 0.1.0's Brent refinement
-    raises ValueError when the curvature is NaN, i.e. a pinned fixed point did not converge, inside the
-    bracket).
+    (semantic branch of a non-swap-symmetric A) or "failed: ..." (an exception from attnlib, recorded
+    rather than raised so that one bad point does not lose the rest of the table).
     """
     if branch == "semantic" and not params.swap_symmetric:
         return math.nan, "undefined"
@@ -90,8 +90,7 @@ def phase_table(params, omegas, solver, n_jobs):
 
 
 def safe_thresholds(params, solver):
-    """alpha_c and alpha_l at one point, failures recorded (attnlib's Brent refinement can raise ValueError
-    when the gap recomputed at the bracket ends has the same sign; phase_diagram would then abort)."""
+    """alpha_c and alpha_l at one point, failures recorded instead of raised."""
     row = {"omega": params.omega, "eps_lin": attnlib.linear_baseline_error(params)}
     for name, fn in (("alpha_c", attnlib.critical_alpha), ("alpha_l", attnlib.linear_crossing_alpha)):
         try:
@@ -178,8 +177,8 @@ def main(argv=None):
                     help="spinodals: recompute only the spinodal columns of phase_standard.csv")
     ap.add_argument("--n-omega", type=int, default=10, help="omega values in [0, 0.45] (standard A)")
     ap.add_argument("--n-omega-alt", type=int, default=5, help="omega values in [0, 0.4] (alternative A)")
-    ap.add_argument("--n-omega-slices", type=int, default=3, help="omega values in [0, 0.4] (sigma, lambda slices)")
-    ap.add_argument("--order", type=int, default=8, help="Gauss-Hermite nodes per dimension")
+    ap.add_argument("--n-omega-slices", type=int, default=5, help="omega values in [0, 0.4] (sigma, lambda slices)")
+    ap.add_argument("--order", type=int, default=12, help="Gauss-Hermite nodes per dimension")
     ap.add_argument("--n-jobs", type=int, default=2)
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
