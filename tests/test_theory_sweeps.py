@@ -7,7 +7,7 @@ import pytest
 
 from attnlib import (TaskParams, ThresholdNotFound, alpha_sweep, branch_curvature, critical_alpha,
                      phase_diagram, spinodal_alpha)
-from attnlib import solve_state_evolution
+from attnlib import Overlaps, solve_state_evolution
 from attnlib.sweeps import branch_exists
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
@@ -84,3 +84,23 @@ def test_root_refinement_falls_back_with_a_warning():
     with pytest.warns(ConvergenceWarning, match="linear interpolation"):
         root = _refine_root(lambda a: 1.0, 1.0, 2.0, 0.3, -0.1, 1e-8, "x")  # recomputed ends lost the sign change
     assert abs(root - 1.75) < 1e-12
+
+
+def test_branch_following_stays_on_the_positional_branch():
+    """Regression: at omega = 0.15 the Anderson-accelerated iteration (before its steps were safeguarded and
+    sweeps used follow_branch) jumped from the positional branch onto the uninformed point (m = 0) at
+    alpha ~ 0.83, which put alpha_c at 0.754 instead of ~0.823. Followed along alpha, the branch keeps m > 0
+    there and agrees with plain damped iteration from the previous point."""
+    from dataclasses import replace
+
+    from attnlib import SESolver
+    from attnlib.sweeps import DEFAULT_ALPHA_GRID
+
+    p = TaskParams(sigma=0.5, lam=0.01, omega=0.15)
+    grid = [a for a in DEFAULT_ALPHA_GRID if a <= 0.83]
+    df = alpha_sweep(p, grid, branches=("positional",), use_cache=False)
+    last = df.iloc[-1]
+    assert last.converged and last.m > 0.1
+    plain = solve_state_evolution(p, float(last.alpha), "positional", start=Overlaps(*df.iloc[-2][["q", "m", "V", "theta"]]),
+                                  solver=replace(SESolver(), anderson=0, max_iter=2000))
+    assert plain.converged and abs(plain.m - last.m) < 1e-3
