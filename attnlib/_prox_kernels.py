@@ -1,5 +1,6 @@
 """Compiled (numba) kernels of the proximal step: the same algorithm as the vectorised numpy code of
-:mod:`attnlib.proximal`, written per node and compiled, with the loop over nodes run in parallel threads.
+:mod:`attnlib.proximal`, written per node and compiled; the loop over nodes runs in one thread (parallel sweeps
+run in joblib processes, which threads inside each would oversubscribe).
 
 Per node the work is a handful of 2-d Newton steps; in numpy every step is some fifty array operations over
 all active nodes, with temporaries and per-call overhead, while here a node is finished in registers. The

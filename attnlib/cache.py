@@ -33,7 +33,6 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 @functools.lru_cache(maxsize=1)
-@functools.lru_cache(maxsize=None)
 def library_fingerprint() -> str:
     """Version of :mod:`attnlib` plus a hash of the source of all its modules (changes on any edit).
 

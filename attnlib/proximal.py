@@ -26,7 +26,7 @@ a backtracking line search (Armijo). All derivatives are analytic
 once, with no Python loop over nodes:
 
 ``backend="numba"`` (default when numba is installed)
-    compiled kernels (:mod:`attnlib._prox_kernels`), one node per iteration of a parallel loop;
+    compiled kernels (:mod:`attnlib._prox_kernels`), one node per iteration of a compiled loop;
 ``backend="numpy"``
     vectorised array code, converged nodes dropped from the working set (the reference implementation).
 

@@ -309,7 +309,6 @@ def branch_exists(params: TaskParams, alpha: float, branch: str, solver: SESolve
     which holds no overlap). From a ``start`` on the branch, the point is followed continuously
     (:func:`follow_branch`).
     """
-    solver = solver or SESolver()
     res = follow_branch(params, alpha, branch, start, solver)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
