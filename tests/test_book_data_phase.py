@@ -135,7 +135,8 @@ def test_recompute_heatmap_cell():
 
 def test_recompute_alternative_and_slice_point():
     """alpha_c of the alternative A, by the sign of the training-loss gap 2e-3 on either side of the stored
-    value (4 fixed points instead of a whole sweep), and eps_lin of one (sigma, lambda) slice point."""
+    value (4 fixed points instead of a whole sweep), eps_lin of one (sigma, lambda) slice point and alpha_c of
+    another, the same way."""
     from attnlib.sweeps import energy_gap
 
     alt = load("phase_alternative.csv")
@@ -147,6 +148,12 @@ def test_recompute_alternative_and_slice_point():
     srow = sl[sl.slice == "lam"].iloc[0]
     ps = replace(attnlib.TaskParams(**BASE), omega=float(srow.omega), lam=float(srow.lam), sigma=float(srow.sigma))
     np.testing.assert_allclose(attnlib.linear_baseline_error(ps), srow.eps_lin, rtol=1e-6)
+    # alpha_c of one slice, by the sign of the gap on either side (the largest lambda, middle omega: a crossing
+    # well inside both branches, reached from cold starts as well as along the sweep)
+    big = sl[(sl.slice == "lam") & (sl.lam == sl.lam.max()) & sl.found_alpha_c]
+    crow = big.iloc[len(big) // 2]
+    pc = replace(attnlib.TaskParams(**BASE), omega=float(crow.omega), lam=float(crow.lam), sigma=float(crow.sigma))
+    assert energy_gap(pc, float(crow.alpha_c) - 2e-3, SOLVER) > 0 > energy_gap(pc, float(crow.alpha_c) + 2e-3, SOLVER)
 
 
 def test_recompute_semantic_branch_and_curvature():
