@@ -1,4 +1,4 @@
-"""Interactive explorer of the state-evolution solution (book chapter 7).
+"""Interactive explorer of the state-evolution solution (book chapter 8).
 
 Three layers, so that the static book page and the live widget draw the same thing:
 
@@ -42,7 +42,7 @@ DEFAULTS = dict(omega=0.3, alpha=1.5, sigma=0.5, lam=0.01)
 #: point). A cheaper 8-point rule moves the positional fixed point by ~10 % (m 0.231 instead of 0.258 at the
 #: default point: the proximal point jumps between minima across the nodes), so it is not used.
 EXPLORER_SOLVER = SESolver()
-#: Phase diagram written by book chapter 5 (if present); the first existing of these files is used.
+#: Phase diagram written by book chapter 6 (if present); the first existing of these files is used.
 PHASE_DIAGRAM_CSV = Path(__file__).resolve().parents[1] / "book" / "data" / "phase_diagram_standard.csv"
 PHASE_DIAGRAM_CSV_ALTERNATIVES = (PHASE_DIAGRAM_CSV, PHASE_DIAGRAM_CSV.with_name("phase_standard.csv"))
 #: Parameters the phase-diagram CSV was computed for.
@@ -90,7 +90,7 @@ def _sample_maps(params: TaskParams, res: SEResult, xi: np.ndarray, eta: np.ndar
 
 
 def phase_boundary(csv_path: Path | str | None = None) -> tuple[pd.DataFrame, str]:
-    """The phase boundary: the CSV of chapter 5 if it exists and is readable, else the coarse fallback.
+    """The phase boundary: the CSV of chapter 6 if it exists and is readable, else the coarse fallback.
 
     Returns the table (``omega``, ``alpha_c`` and possibly ``alpha_l``) and a description of its source.
     """
@@ -104,7 +104,7 @@ def phase_boundary(csv_path: Path | str | None = None) -> tuple[pd.DataFrame, st
             continue
         if {"omega", "alpha_c"} <= set(df.columns) and df["alpha_c"].notna().any():
             keep = [c for c in ("omega", "alpha_c", "alpha_l") if c in df.columns]
-            return df[keep].sort_values("omega").reset_index(drop=True), f"{path.name} (chapter 5)"
+            return df[keep].sort_values("omega").reset_index(drop=True), f"{path.name} (chapter 6)"
     return coarse_phase_boundary(), "coarse fallback (6 alphas per omega, interpolated)"
 
 

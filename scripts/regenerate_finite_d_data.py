@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Regenerate the finite-d ERM data of book chapter 6 (book/data/finite_d_*.csv + sidecar JSON).
+"""Regenerate the finite-d ERM data of book chapter 7 (book/data/finite_d_*.csv + sidecar JSON).
 
 Every run is one call of :func:`attnlib.simulate_erm` through :func:`attnlib.erm_sweep` (joblib, each
 point cached on disk under ``$ATTNLIB_CACHE_DIR``, so an interrupted run resumes). The minimiser is

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Regenerate the GAMP data of book chapter 3 (book/data/gamp_*.csv + sidecar JSON).
+"""Regenerate the GAMP data of book chapter 4 (book/data/gamp_*.csv + sidecar JSON).
 
 Both tables come from :mod:`attnlib.gamp` at the reference task (sigma = 0.5, lambda = 0.01, omega = 0.3,
 standard A), alpha = 2, teacher normalised (``||Q*||^2 = d``), d in {1000, 2000, 4000}, both named starts:
@@ -7,7 +7,7 @@ standard A), alpha = 2, teacher normalised (``||Q*||^2 = d``), d in {1000, 2000,
 * ``gamp_tracking.csv``: :func:`attnlib.gamp_tracking_table`, seeds 0-11, GAMP's overlaps for 20 iterations
   (scalar damping 0.3) next to its state evolution; the state evolution uses 2^16 scrambled Sobol points
   (:data:`SE_QUADRATURE`), because on the positional start the integrands jump and the default tensor
-  Gauss-Hermite rule is off by a few per cent there (book chapter 3, section "Quadrature");
+  Gauss-Hermite rule is off by a few per cent there (book chapter 4, section "Quadrature");
 * ``gamp_fixed_points.csv``: :func:`attnlib.gamp_fixed_point_table`, seeds 0-3, GAMP run to its fixed point
   and the L-BFGS minimum of the finite-d risk (from GAMP's start and from ``simulate_erm``'s named start).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Regenerate the phase-diagram data read by book/05-phase-diagram.md (and the spinodal of chapter 4).
+"""Regenerate the phase-diagram data read by book/06-phase-diagram.md (and the spinodal of chapter 5).
 
 Writes tidy CSVs under ``book/data/`` and a sidecar ``book/data/phase_meta.json`` recording the parameters,
 the solver, the grids, ``attnlib.__version__`` and fingerprint, and the runtime of each part:

@@ -1,4 +1,4 @@
-"""The finite-d tables of book chapter 6 (book/data/finite_d_*.csv, scripts/regenerate_finite_d_data.py):
+"""The finite-d tables of book chapter 7 (book/data/finite_d_*.csv, scripts/regenerate_finite_d_data.py):
 schema, sidecar metadata, no NaN, and a few rows recomputed with attnlib (same seeds, one BLAS thread, as
 the script runs them) matching the stored values."""
 import importlib.util

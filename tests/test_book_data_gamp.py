@@ -1,4 +1,4 @@
-"""The GAMP tables of book chapter 3 (book/data/gamp_*.csv, scripts/regenerate_gamp_data.py): schema, sidecar
+"""The GAMP tables of book chapter 4 (book/data/gamp_*.csv, scripts/regenerate_gamp_data.py): schema, sidecar
 metadata, the claims the chapter makes about them, and a few rows recomputed with attnlib (one BLAS and numba
 thread, as the script runs them).
 
@@ -56,7 +56,7 @@ def test_schema_and_metadata(name):
 
 
 def test_tracking_deviations_shrink_with_d():
-    """What chapter 3 shows: GAMP - SE is a finite-size effect (rms over seeds and iterations falls with d)."""
+    """What chapter 4 shows: GAMP - SE is a finite-size effect (rms over seeds and iterations falls with d)."""
     df, _, _ = load("tracking")
     dev = df[df.t > 0]
     for start, g in dev.groupby("start"):

@@ -1,4 +1,4 @@
-"""The phase-diagram data of book/05-phase-diagram.md (written by scripts/regenerate_phase_data.py).
+"""The phase-diagram data of book/06-phase-diagram.md (written by scripts/regenerate_phase_data.py).
 
 Checks the CSVs' columns and required values, and recomputes a few entries with attnlib (same solver as the
 script) against the stored values. Tolerances reflect solver and quadrature noise: 2e-3 absolute on
@@ -157,7 +157,7 @@ def test_recompute_alternative_and_slice_point():
 
 
 def test_recompute_semantic_branch_and_curvature():
-    """One point of the fine semantic branch and one curvature of chapter 4, away from the branch's end."""
+    """One point of the fine semantic branch and one curvature of chapter 5, away from the branch's end."""
     br = load("phase_semantic_branch.csv")
     row = br.loc[((br.omega - 0.3).abs() + (br.alpha - 1.2).abs()).idxmin()]
     p = attnlib.TaskParams(**{**BASE, "omega": float(row.omega)})

@@ -1,4 +1,4 @@
-"""Tests of attnlib.explorer (book chapter 7): view data against the state evolution, figure, widget."""
+"""Tests of attnlib.explorer (book chapter 8): view data against the state evolution, figure, widget."""
 import math
 import warnings
 

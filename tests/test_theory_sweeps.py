@@ -51,7 +51,7 @@ def test_curvatures_are_positive_where_the_branches_are_minima():
 
 def test_semantic_spinodal():
     """At omega = 0.3 the semantic branch, followed down in alpha, merges with the agnostic point
-    (theta -> 0) between alpha ~ 0.55 and 0.8 (GH 12; the value depends on the quadrature, chapter 4), well
+    (theta -> 0) between alpha ~ 0.55 and 0.8 (GH 12; the value depends on the quadrature, chapter 5), well
     below alpha_c; the positional branch exists on the whole grid."""
     grid = (0.4, 0.6, 0.8, 1.0, 1.4, 2.0)
     a_s = spinodal_alpha(P, "semantic", alphas=grid, xtol=0.01)
