@@ -46,6 +46,7 @@ if "jax" not in sys.modules:  # only effective before JAX initialises its backen
         os.environ["XLA_FLAGS"] = f"{_flags} {XLA_DETERMINISTIC_FLAGS}".strip()
 
 import functools
+import math
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -60,8 +61,9 @@ from .data import check_int
 
 __all__ = [
     "VARIANTS", "HistogramTask", "LayerShape", "TrainConfig", "HistogramData", "TrainResult",
-    "XLA_DETERMINISTIC_FLAGS", "EXAMPLE_SEQUENCES", "histogram_targets", "make_histogram_data",
-    "variant_masks", "init_params", "forward", "loss_and_accuracy", "evaluate", "train", "unrestrict",
+    "XLA_DETERMINISTIC_FLAGS", "EXAMPLE_SEQUENCES", "histogram_targets", "count_distribution", "make_histogram_data",
+    "variant_masks", "init_params", "forward", "loss_and_accuracy", "evaluate", "accuracy_by_count", "train",
+    "unrestrict",
     "relative_distance", "attention_maps", "attention_statistics", "histogram_experiment",
     "params_to_lists", "params_from_lists",
 ]
@@ -192,6 +194,20 @@ def histogram_targets(tokens) -> np.ndarray:
     return (tokens[:, :, None] == tokens[:, None, :]).sum(axis=2).astype(np.int32)
 
 
+def count_distribution(task: HistogramTask) -> np.ndarray:
+    """Probability of each class ``c = 0..L`` at one position for i.i.d. uniform tokens.
+
+    The other ``L - 1`` tokens equal the position's own with probability ``1/T`` each, so the count is
+    ``1 + Binomial(L - 1, 1/T)``; class 0 has probability 0. (Deduplication of the ``n_samples`` sequences
+    changes this by less than ``n_samples / T**L``.) Its maximum, at ``c = 1``, is the accuracy of always
+    predicting the most frequent class.
+    """
+    L, T = task.seq_len, task.n_symbols
+    k = np.arange(L)
+    pmf = np.array([math.comb(L - 1, int(j)) for j in k]) * (1 / T) ** k * (1 - 1 / T) ** (L - 1 - k)
+    return np.concatenate([[0.0], pmf])
+
+
 def make_histogram_data(task: HistogramTask) -> HistogramData:
     """Draw ``task.n_samples`` distinct uniform sequences and split them into training and validation sets.
 
@@ -308,6 +324,16 @@ def evaluate(params, tokens, counts, variant: str) -> tuple[float, float]:
     w = np.concatenate([np.ones(n, np.float32), np.zeros(pad, np.float32)])
     loss, acc = _eval_sums(params, t, c, w, variant)
     return float(loss) / n, float(acc) / n
+
+
+def accuracy_by_count(params, tokens, counts, variant: str) -> dict[int, tuple[float, int]]:
+    """Accuracy at the positions whose target is ``c``, for each ``c`` present: ``{c: (accuracy, positions)}``."""
+    _check_variant(variant)
+    counts = np.asarray(counts)
+    chunks = np.array_split(np.asarray(tokens, np.int32), max(1, len(tokens) // _EVAL_CHUNK))
+    pred = np.concatenate([np.asarray(jnp.argmax(forward(params, jnp.asarray(t), variant)[0], axis=-1))
+                           for t in chunks])
+    return {int(c): (float(np.mean(pred[counts == c] == c)), int(np.sum(counts == c))) for c in np.unique(counts)}
 
 
 # ----------------------------------------------------------------------------------------------- training
@@ -473,6 +499,9 @@ def _experiment(variant, seed, task, shape, config, retrain, perturbation, n_pro
         "control_distance_qk": relative_distance(control.params, control_start, qk),
         "control_val_acc": control.history["val_acc"][-1],
     }
+    by_count = accuracy_by_count(first.params, data.tokens_val, data.counts_val, variant)
+    for c in range(1, 5):
+        summary[f"val_acc_count{c}"] = by_count[c][0] if c in by_count else None
     for tag, p, v in (("", first.params, variant), ("_retrained", second.params, "full")):
         for name, value in attention_statistics(p, probe, v).items():
             summary[name + tag] = value
@@ -499,7 +528,8 @@ def histogram_experiment(variant: str, seed: int, *, task: HistogramTask | None 
     5. as a scale for step 4, train a fresh ``"full"`` layer (``fold_in(key(seed), 3)``) with the same
        ``retrain`` budget ("control").
 
-    Returns a JSON-able dict: ``summary`` (accuracies, losses, relative distances moved by the retraining
+    Returns a JSON-able dict: ``summary`` (accuracies, losses, validation accuracy at the positions of
+    count 1 to 4 of the restricted layer (``val_acc_count1`` ...), relative distances moved by the retraining
     and by the control, in all parameters and in ``W_Q, W_K`` alone, attention statistics before and after
     on the first ``n_probe`` validation sequences), ``curves`` (per-epoch rows of both trainings, column
     ``phase``), ``attention`` (maps on ``examples`` before and after retraining) and ``params`` (the trained

@@ -53,6 +53,18 @@ def test_data_unique_split_and_seeded(data):
     assert not np.array_equal(other.tokens_train, data.tokens_train)
 
 
+def test_count_distribution_matches_the_data():
+    task = H.HistogramTask(n_samples=20_000, seed=1)
+    d = H.make_histogram_data(task)
+    counts = np.concatenate([d.counts_train, d.counts_val]).ravel()
+    emp = np.bincount(counts, minlength=task.seq_len + 1) / counts.size
+    p = H.count_distribution(task)
+    assert p.shape == (11,) and p[0] == 0 and p.sum() == pytest.approx(1, abs=1e-12)
+    assert p[1] == pytest.approx((14 / 15) ** 9)
+    # 200,000 positions (correlated within a sequence): agreement to a few 1e-3
+    np.testing.assert_allclose(emp, p, atol=4e-3)
+
+
 def test_unique_even_for_small_space():
     task = H.HistogramTask(seq_len=3, n_symbols=4, n_samples=60, seed=0)  # 64 possible sequences
     d = H.make_histogram_data(task)
@@ -168,6 +180,15 @@ def test_sgd_and_evaluation_agree_with_numpy(data):
     g = jax.grad(lambda q: H.loss_and_accuracy(q, data.tokens_train, data.counts_train, "full")[0])(p)
     for k in p:
         np.testing.assert_allclose(r.params[k], p[k] - 0.1 * g[k], atol=1e-6, err_msg=k)
+
+
+def test_accuracy_by_count(data):
+    p = H.init_params(jax.random.key(4), TASK, SHAPE, "positional")
+    by = H.accuracy_by_count(p, data.tokens_val, data.counts_val, "positional")
+    n = sum(k for _, k in by.values())
+    assert n == data.counts_val.size and set(by) == set(np.unique(data.counts_val).tolist())
+    total = sum(a * k for a, k in by.values()) / n
+    assert total == pytest.approx(H.evaluate(p, data.tokens_val, data.counts_val, "positional")[1], abs=1e-6)
 
 
 def test_relative_distance():
