@@ -22,8 +22,8 @@
   var CELL = { semantic: "#c6dbef", positional: "#fcc5b4", none: "#eeeeee" };
   // viridis at 0, 0.25, 0.5, 0.75, 1 (the colour map of the book's matplotlib figures)
   var VIRIDIS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
-  var W = 380, H = 290;                        // every panel's viewBox
-  var M = { left: 58, right: 12, top: 30, bottom: 44 };
+  var W = 400, H = 300;                        // every panel's viewBox
+  var M = { left: 66, right: 12, top: 32, bottom: 48 };
 
   // SVG element; in text, "_x" (one character) is set as a subscript.
   function svgEl(tag, attrs, parent, text) {
@@ -101,7 +101,7 @@
     svgEl("rect", { x: x0, y: y1, width: x1 - x0, height: y0 - y1, "class": "frame" }, axes);
     opts.xticks.forEach(function (t) {
       svgEl("line", { x1: sx(t), x2: sx(t), y1: y0, y2: y0 + 4, "class": "tick" }, axes);
-      svgEl("text", { x: sx(t), y: y0 + 17, "class": "tick-label", "text-anchor": "middle" }, axes, String(t));
+      svgEl("text", { x: sx(t), y: y0 + 19, "class": "tick-label", "text-anchor": "middle" }, axes, String(t));
     });
     opts.yticks.forEach(function (t) {
       svgEl("line", { x1: x0 - 4, x2: x0, y1: sy(t), y2: sy(t), "class": "tick" }, axes);
@@ -130,9 +130,9 @@
 
   function legend(p, entries, x, y, width) {
     var g = svgEl("g", { "class": "legend" }, p.plot);
-    svgEl("rect", { x: x - 5, y: y - 9, width: width, height: 15 * entries.length + 3, "class": "legend-box" }, g);
+    svgEl("rect", { x: x - 5, y: y - 10, width: width, height: 17 * entries.length + 3, "class": "legend-box" }, g);
     entries.forEach(function (e, k) {
-      var yy = y + 15 * k;
+      var yy = y + 17 * k;
       if (e.cell) {
         svgEl("rect", { x: x + 4, y: yy - 6, width: 12, height: 12, fill: e.cell, stroke: "#999" }, g);
       } else {
@@ -167,7 +167,7 @@
     var svgs = ["errors", "losses", "phase", "maps"].map(function (name) {
       return svgEl("svg", { viewBox: "0 0 " + W + " " + H, "class": "panel", "data-panel": name, role: "img" }, figs);
     });
-    var readout = htmlEl("div", { "class": "readout" }, root);
+    var readout = htmlEl("div", { "class": "readout" }, root);   // scrolls sideways on narrow screens
 
     function branchAt(b, key, i, j) { return D.branches[b][key][i][j]; }
 
@@ -201,7 +201,7 @@
         svgEl("circle", { cx: p.sx(a[state.j]), cy: p.sy(branchAt(b, key, i, state.j)), r: 5,
           fill: glob ? COLOUR[b] : "white", stroke: COLOUR[b], "stroke-width": 2, "data-marker": b }, p.plot);
       });
-      legend(p, entries, p.x1 - 130, p.y1 + 14, 126);
+      legend(p, entries, p.x1 - 148, p.y1 + 15, 144);
     }
 
     function phasePanel(svg) {
@@ -230,10 +230,10 @@
       }
       svgEl("polygon", { points: star.join(" "), fill: g ? COLOUR[g] : "white", stroke: "black", "stroke-width": 1.2,
         "data-marker": "point", "data-omega": w[state.i], "data-alpha": a[state.j] }, p.plot);
-      var x = p.x0 + 8, y = p.y1 + 14;
+      var x = p.x1 - 152, y = p.y0 - 62;      // lower right: positional everywhere on the grid
       legend(p, [{ colour: "black", label: "\u03b1_c (\u03b5_t equal)" },
         { colour: "black", label: "\u03b1_l (beats linear)", dash: "2 3" }, { label: "semantic", cell: CELL.semantic },
-        { label: "positional", cell: CELL.positional }], x, y, 132);
+        { label: "positional", cell: CELL.positional }], x, y, 150);
     }
 
     function mapsPanel(svg) {
@@ -246,7 +246,7 @@
         rows.push([b + (D.global[i][j] === b ? " \u2605" : ""), D.branches[b].S_mean[i][j], D.branches[b].S_ex[i][j],
           D.branches[b].exists[i][j]]);
       });
-      var cs = 30, x0 = 104, dx = 2 * cs + 26, y0 = 56, dy = 2 * cs + 10;
+      var cs = 31, x0 = 112, dx = 2 * cs + 22, y0 = 58, dy = 2 * cs + 10;
       cols.forEach(function (c, k) {
         svgEl("text", { x: x0 + k * dx + cs, y: y0 - 16, "class": "tick-label", "text-anchor": "middle" }, svg, c);
       });
@@ -267,7 +267,7 @@
           }
         });
       });
-      svgEl("text", { x: 4, y: H - 24, "class": "note" }, svg, "inputs 1, 2: teacher pre-activations h* = \u221a\u03c1 (" +
+      svgEl("text", { x: 4, y: H - 24, "class": "note" }, svg, "inputs 1, 2: teacher's h* = \u221a\u03c1 (" +
         ex[0].join(", ") + "), \u221a\u03c1 (" + ex[1].join(", ") + ")");
       svgEl("text", { x: 4, y: H - 10, "class": "note" }, svg, "\u2605 global minimum; colour scale 0.2 to 0.8");
     }
@@ -311,8 +311,8 @@
     function update() {
       showOmega();
       showAlpha();
-      alphaPanel(svgs[0], "eps_g", "(a) test error, \u03c9 = " + D.omega[state.i].toFixed(2), "test error \u03b5_g", true);
-      alphaPanel(svgs[1], "eps_t", "(b) training loss, \u03c9 = " + D.omega[state.i].toFixed(2), "training loss \u03b5_t",
+      alphaPanel(svgs[0], "eps_g", "(a) test error \u03b5_g, \u03c9 = " + D.omega[state.i].toFixed(2), "\u03b5_g", true);
+      alphaPanel(svgs[1], "eps_t", "(b) training loss \u03b5_t, \u03c9 = " + D.omega[state.i].toFixed(2), "\u03b5_t",
         false);
       phasePanel(svgs[2]);
       mapsPanel(svgs[3]);
