@@ -17,7 +17,6 @@ installed copy always matches the installed library, whereas the repository's cu
 """
 from __future__ import annotations
 
-import importlib.resources
 import shutil
 from pathlib import Path
 
@@ -27,6 +26,9 @@ __all__ = ["DATA_PACKAGE", "book_data_dir", "book_data_files", "book_data_path",
 DATA_PACKAGE = "attnlib._book_data"
 #: ``book/data`` of the repository this module lives in (a checkout or an editable install), if any.
 _CHECKOUT_DATA = Path(__file__).resolve().parents[1] / "book" / "data"
+#: Where a (non-editable) installation puts the package data: ``attnlib/_book_data`` (a folder without
+#: ``__init__.py``, so it is located by path rather than through importlib.resources).
+_INSTALLED_DATA = Path(__file__).resolve().parent / "_book_data"
 _SUFFIXES = (".csv", ".json")
 
 
@@ -39,14 +41,9 @@ def book_data_dir() -> Path:
     FileNotFoundError
         If neither exists (an installation without its package data).
     """
-    if _CHECKOUT_DATA.is_dir():
-        return _CHECKOUT_DATA
-    try:
-        root = importlib.resources.files(DATA_PACKAGE)
-    except ModuleNotFoundError:
-        root = None
-    if root is not None and Path(str(root)).is_dir():
-        return Path(str(root))
+    for folder in (_CHECKOUT_DATA, _INSTALLED_DATA):
+        if folder.is_dir():
+            return folder
     raise FileNotFoundError(
         f"attnlib's book data are missing: neither {_CHECKOUT_DATA} nor the package data {DATA_PACKAGE} exist; "
         "reinstall attnlib from the repository (pip install \"attnlib @ git+<repository URL>\")")

@@ -60,3 +60,18 @@ def test_package_data_maps_book_data():
     assert book_data.DATA_PACKAGE in conf["packages"]
     assert conf["package-dir"][book_data.DATA_PACKAGE] == "book/data"
     assert set(conf["package-data"][book_data.DATA_PACKAGE]) == {"*.csv", "*.json"}
+
+
+def test_installed_copy_is_found_without_a_checkout(tmp_path, monkeypatch):
+    """An installed attnlib (no book/data beside it) reads attnlib/_book_data."""
+    installed = tmp_path / "_book_data"
+    installed.mkdir()
+    (installed / "phase_standard.csv").write_text("omega\n0.0\n")
+    monkeypatch.setattr(book_data, "_CHECKOUT_DATA", tmp_path / "no-checkout")
+    monkeypatch.setattr(book_data, "_INSTALLED_DATA", installed)
+    assert attnlib.book_data_dir() == installed
+    monkeypatch.chdir(tmp_path)
+    assert attnlib.use_book_data() == Path("data") and (tmp_path / "data" / "phase_standard.csv").is_file()
+    monkeypatch.setattr(book_data, "_INSTALLED_DATA", tmp_path / "nothing")
+    with pytest.raises(FileNotFoundError, match="book data are missing"):
+        attnlib.book_data_dir()
