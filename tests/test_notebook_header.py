@@ -89,3 +89,12 @@ def test_with_header_is_idempotent_and_replaces_an_old_header():
     assert once.count(HEADER.MARK) == 1 and "use_book_data" in once
     stale = once.replace("attnlib[notebooks]", "attnlib-old")
     assert HEADER.with_header(stale) == once
+
+
+def test_every_typed_install_line_matches():
+    """The pip line quoted in README and in the chapters' prose is the one built from _config.yml."""
+    files = [ROOT / "README.md", *CHAPTERS]
+    quoted = [(p.name, m) for p in files for m in re.findall(r'pip install "attnlib[^"]*"', p.read_text())]
+    assert quoted, "no install line found"
+    for name, line in quoted:
+        assert line == HEADER.install_line(), f"{name}: {line}"
