@@ -14,7 +14,8 @@ from .generalisation import linear_baseline_error, test_error_from_overlaps
 from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
 from .quadrature import Quadrature
 from .state_evolution import BRANCHES, Overlaps, SEResult, SESolver, solve_state_evolution
-from .explorer import ExplorerView, draw_explorer, explorer_view, make_explorer
+from .explorer import ExplorerView, draw_explorer, explorer_grid, explorer_view, make_explorer
+from .book_data import book_data_dir, book_data_path, use_book_data
 from .gamp import (GAMPResult, SEIterates, gamp_fixed_point_table, gamp_tracking_table, run_gamp,
                    state_evolution_iterates)
 from .data import make_task, positional_encodings, seed_streams
@@ -34,5 +35,6 @@ __all__ = [
     "test_error_from_overlaps_rho", "erm_point", "erm_sweep", "rows_to_columns",
     "run_gamp", "GAMPResult", "state_evolution_iterates", "SEIterates", "gamp_tracking_table",
     "gamp_fixed_point_table",
-    "ExplorerView", "explorer_view", "draw_explorer", "make_explorer",
+    "ExplorerView", "explorer_view", "draw_explorer", "make_explorer", "explorer_grid",
+    "book_data_dir", "book_data_path", "use_book_data",
 ]

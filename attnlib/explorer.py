@@ -11,10 +11,14 @@ Three layers, so that the static book page and the live widget draw the same thi
 * :func:`make_explorer` returns an ipywidgets widget (sliders + the figure) that recomputes the view when a
   slider is released (it needs a running kernel: Binder, Thebe or a local Jupyter).
 
-The phase boundary is read from ``book/data/phase_diagram_standard.csv`` (or ``phase_standard.csv``) when
-that file exists (columns
-``omega``, ``alpha_c`` and optionally ``alpha_l``; computed for sigma = 0.5, lambda = 0.01, standard A); otherwise
-:func:`coarse_phase_boundary` computes ``alpha_c`` at a few ``omega`` on a coarse ``alpha`` grid (a minute or
+For the published (static) page, :func:`explorer_grid` precomputes both branches on an ``omega x alpha`` grid
+(one tidy table, through :func:`attnlib.alpha_sweep`, cached), with the attention maps of
+:func:`attention_maps`; :func:`grid_thresholds` reads ``alpha_c`` and ``alpha_l`` off that grid, and
+:mod:`attnlib.static_explorer` embeds the table in the page, where plain JavaScript draws it.
+
+The phase boundary is read from ``phase_diagram_standard.csv`` (or ``phase_standard.csv``) in the book's data
+folder (:func:`attnlib.book_data_dir`) when that file exists (columns ``omega``, ``alpha_c`` and optionally
+``alpha_l``; computed for sigma = 0.5, lambda = 0.01, standard A); otherwise :func:`coarse_phase_boundary` computes ``alpha_c`` at a few ``omega`` on a coarse ``alpha`` grid (a minute or
 two, memoised).
 """
 from __future__ import annotations
@@ -27,14 +31,19 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
 
-from .attention import attention_matrix, teacher_matrix
-from .generalisation import linear_baseline_error
-from .params import TaskParams
+from .book_data import book_data_dir
+from .attention import attention_diagonal, attention_matrix, teacher_diagonal, teacher_matrix
+from .generalisation import POSITION_SIGNS, linear_baseline_error
+from .params import STANDARD_A, TaskParams
+from .quadrature import Quadrature
 from .state_evolution import SEResult, SESolver, solve_state_evolution
+from .sweeps import alpha_sweep
 
 __all__ = ["DEFAULTS", "EXPLORER_SOLVER", "PHASE_DIAGRAM_CSV", "ExplorerView", "explorer_view",
-           "draw_explorer", "make_explorer", "phase_boundary", "coarse_phase_boundary"]
+           "draw_explorer", "make_explorer", "phase_boundary", "coarse_phase_boundary",
+           "GRID_OMEGAS", "GRID_ALPHAS", "EXAMPLE_INPUTS", "attention_maps", "explorer_grid", "grid_thresholds"]
 
 #: Default parameter point of the explorer (the paper's running example, between alpha_c and alpha_l).
 DEFAULTS = dict(omega=0.3, alpha=1.5, sigma=0.5, lam=0.01)
@@ -42,13 +51,14 @@ DEFAULTS = dict(omega=0.3, alpha=1.5, sigma=0.5, lam=0.01)
 #: point). A cheaper 8-point rule moves the positional fixed point by ~10 % (m 0.231 instead of 0.258 at the
 #: default point: the proximal point jumps between minima across the nodes), so it is not used.
 EXPLORER_SOLVER = SESolver()
-#: Phase diagram written by book chapter 6 (if present); the first existing of these files is used.
-PHASE_DIAGRAM_CSV = Path(__file__).resolve().parents[1] / "book" / "data" / "phase_diagram_standard.csv"
-PHASE_DIAGRAM_CSV_ALTERNATIVES = (PHASE_DIAGRAM_CSV, PHASE_DIAGRAM_CSV.with_name("phase_standard.csv"))
+#: Phase diagram of book chapter 6 (if present; in the book's data folder, :func:`attnlib.book_data_dir`);
+#: the first existing of these file names is used.
+PHASE_DIAGRAM_CSV = "phase_diagram_standard.csv"
+PHASE_DIAGRAM_CSV_ALTERNATIVES = (PHASE_DIAGRAM_CSV, "phase_standard.csv")
 #: Parameters the phase-diagram CSV was computed for.
 PHASE_DIAGRAM_PARAMS = dict(sigma=0.5, lam=0.01)
 
-BRANCH_COLOURS = {"semantic": "tab:blue", "positional": "tab:orange"}
+BRANCH_COLOURS = {"semantic": "tab:blue", "positional": "tab:red"}  # house style: C0 and C3
 
 
 @dataclass
@@ -94,7 +104,14 @@ def phase_boundary(csv_path: Path | str | None = None) -> tuple[pd.DataFrame, st
 
     Returns the table (``omega``, ``alpha_c`` and possibly ``alpha_l``) and a description of its source.
     """
-    paths = [Path(csv_path)] if csv_path is not None else list(PHASE_DIAGRAM_CSV_ALTERNATIVES)
+    if csv_path is not None:
+        paths = [Path(csv_path)]
+    else:
+        try:
+            folder = book_data_dir()
+        except FileNotFoundError:
+            folder = None
+        paths = [folder / n for n in PHASE_DIAGRAM_CSV_ALTERNATIVES] if folder is not None else []
     for path in paths:
         if not path.is_file():
             continue
@@ -322,3 +339,159 @@ def make_explorer(initial: bool = True, **defaults):
     if initial:
         update()
     return box
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The grid behind the static explorer of the published page
+# --------------------------------------------------------------------------------------------------------------
+
+#: ``omega`` values of the static explorer: 0 to 0.9 in steps of 0.05 (19 values).
+GRID_OMEGAS = tuple(float(w) for w in np.round(np.linspace(0.0, 0.9, 19), 4))
+#: ``alpha`` values of the static explorer: 40 values, geometric from 0.25 to 5.
+GRID_ALPHAS = tuple(float(a) for a in np.round(np.geomspace(0.25, 5.0, 40), 4))
+#: Example inputs of the attention maps, as teacher pre-activations ``h*`` in units of ``sqrt(rho)``: token
+#: contents of opposite sign (the teacher's content part attends to the own token) and of the same sign,
+#: unequal (token 1 attends to token 2).
+EXAMPLE_INPUTS = ((1.5, -1.5), (0.5, 2.0))
+#: A branch whose defining overlap (``theta`` semantic, ``m`` positional) is below this times ``rho`` has
+#: merged with the uninformed fixed point: the branch does not exist there.
+ABSENT_BELOW = 1e-3
+#: Rule of the two-dimensional Gaussian averages of the attention maps (smooth integrands).
+_MAP_RULE = Quadrature("gauss-hermite", 40)
+
+
+def attention_maps(params: TaskParams, q, m, theta, examples=EXAMPLE_INPUTS) -> dict:
+    """Mean attention of a student with overlaps ``(q, m, theta)`` and of the teacher, over all inputs and on
+    example inputs.
+
+    In the Gaussian representation (spec section 2) the student's and the teacher's pre-activations are
+    ``h = sqrt(q) xi + m s`` and ``h* ~ N(0, rho I_2)`` with ``Cov(h_l, h*_l) = theta``, so given the teacher's
+    ``h*`` the student's ``h`` is Gaussian, ``h | h* ~ N(m s + (theta/rho) h*, (q - theta^2/rho) I_2)``.
+    An example input is given by its ``h* = sqrt(rho) z`` (``z`` in ``examples``); on it the teacher attends
+    with ``T(h*)`` and the student, on average over what its ``h`` does not share with ``h*``, with
+    ``E[S(h) | h*]``. A 2x2 attention matrix is row-stochastic, so only its diagonal is returned.
+
+    ``q``, ``m``, ``theta`` may be arrays of one shape ``(...)`` (one student each).
+
+    Returns
+    -------
+    dict
+        ``"S_mean"`` ``(..., 2)``: ``E[S_11], E[S_22]``; ``"S_ex"`` ``(..., k, 2)``: ``E[S | h*]`` on the ``k``
+        examples; ``"T_mean"`` ``(2,)``: ``E[T_11], E[T_22]``; ``"T_ex"`` ``(k, 2)``: ``T(h*)`` on the examples.
+    """
+    q, m, theta = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (q, m, theta)))
+    if np.any(~np.isfinite(q) | ~np.isfinite(m) | ~np.isfinite(theta)) or np.any(q < 0):
+        raise ValueError("q, m and theta must be finite, with q in [0, inf)")
+    rho = params.rho
+    if np.any(theta**2 > rho * q * (1 + 1e-9) + 1e-300):
+        raise ValueError("overlaps must satisfy theta^2 <= rho q (Cauchy-Schwarz)")
+    z = np.asarray(examples, dtype=float).reshape(-1, 2)
+    h_star_ex = math.sqrt(rho) * z                                     # (k, 2)
+    x, w = _MAP_RULE.points(2)                                          # (N, 2), (N,)
+    s = POSITION_SIGNS
+    e = (...,) + (None,) * 2                                            # broadcast the overlaps over (N, 2)
+    h = np.sqrt(q)[e] * x + m[e] * s                                    # (..., N, 2)
+    S_mean = np.einsum("...nl,n->...l", attention_diagonal(h), w)
+    resid = np.sqrt(np.maximum(q - theta**2 / rho, 0.0))
+    e3 = (...,) + (None,) * 3
+    h_ex = (m[e3] * s + (theta / rho)[e3] * h_star_ex[:, None, :]
+            + resid[e3] * x[None, :, :])                                # (..., k, N, 2)
+    S_ex = np.einsum("...knl,n->...kl", attention_diagonal(h_ex), w)
+    T_mean = w @ teacher_diagonal(math.sqrt(rho) * x, params)
+    T_ex = teacher_diagonal(h_star_ex, params)
+    return {"S_mean": S_mean, "S_ex": S_ex, "T_mean": T_mean, "T_ex": T_ex}
+
+
+def _defining_overlap(df: pd.DataFrame) -> np.ndarray:
+    return np.where(df.branch == "semantic", df.theta.abs(), df.m.abs())
+
+
+def explorer_grid(omegas=GRID_OMEGAS, alphas=GRID_ALPHAS, sigma: float = 0.5, lam: float = 0.01,
+                  A=STANDARD_A, solver: SESolver | None = None, examples=EXAMPLE_INPUTS, n_jobs: int = 2,
+                  use_cache: bool = True) -> pd.DataFrame:
+    """Both branches of the state evolution on an ``omega x alpha`` grid, with what the explorer shows.
+
+    For each ``omega`` the semantic and the positional branch are followed along ``alphas`` with warm starts
+    by :func:`attnlib.alpha_sweep` (every branch curve cached on disk under all parameters and the library
+    fingerprint; the ``2 x len(omegas)`` curves run in parallel through joblib with ``n_jobs`` workers). To each fixed point are added the linear
+    baseline ``eps_lin``, whether the branch exists there (its defining overlap is at least
+    ``ABSENT_BELOW * rho``), whether it is the global minimum, and its attention maps
+    (:func:`attention_maps`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per ``(omega, alpha, branch)``: ``omega, alpha, branch, q, m, theta, test_error, train_loss,
+        converged, sigma, lam, exists, is_global, eps_lin``, the mean attention diagonals ``S11_mean,
+        S22_mean`` (student) and ``T11_mean, T22_mean`` (teacher), and for each example ``j`` ``S11_ex{j}, S22_ex{j}, T11_ex{j},
+        T22_ex{j}``; sorted by ``omega, branch, alpha``. ``is_global`` marks the existing, converged branch of
+        lower training loss at each point.
+    """
+    omegas = np.atleast_1d(np.asarray(omegas, dtype=float))
+    if omegas.size == 0:
+        raise ValueError("omegas must contain at least one value")
+    params_of = {float(w): TaskParams(sigma=float(sigma), lam=float(lam), omega=float(w), A=A) for w in omegas}
+    tasks = [(w, b) for w in params_of for b in ("semantic", "positional")]
+
+    def one(w, b):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return alpha_sweep(params_of[w], alphas, branches=(b,), solver=solver, use_cache=use_cache)
+
+    # one task per (omega, branch), so that both workers stay busy (branch curves take unequal times)
+    curves = (Parallel(n_jobs=n_jobs)(delayed(one)(w, b) for w, b in tasks) if n_jobs != 1
+              else [one(w, b) for w, b in tasks])
+    parts = []
+    for w, params in params_of.items():
+        df = pd.concat([c for (cw, _), c in zip(tasks, curves) if cw == w], ignore_index=True)
+        df = df[["omega", "alpha", "branch", "q", "m", "theta", "test_error", "train_loss", "converged",
+                 "sigma", "lam"]].copy()
+        df["converged"] = df["converged"].astype(bool)
+        df["exists"] = df["converged"] & (_defining_overlap(df) >= ABSENT_BELOW * params.rho)
+        df["eps_lin"] = linear_baseline_error(params)
+        maps = attention_maps(params, df.q.to_numpy(), df.m.to_numpy(), df.theta.to_numpy(), examples)
+        df["S11_mean"], df["S22_mean"] = maps["S_mean"][:, 0], maps["S_mean"][:, 1]
+        df["T11_mean"], df["T22_mean"] = maps["T_mean"][0], maps["T_mean"][1]
+        for j in range(maps["T_ex"].shape[0]):
+            df[f"S11_ex{j}"], df[f"S22_ex{j}"] = maps["S_ex"][:, j, 0], maps["S_ex"][:, j, 1]
+            df[f"T11_ex{j}"], df[f"T22_ex{j}"] = maps["T_ex"][j, 0], maps["T_ex"][j, 1]
+        parts.append(df)
+    grid = pd.concat(parts, ignore_index=True)
+    loss = grid.train_loss.where(grid.exists, np.inf)
+    best = loss.groupby([grid.omega, grid.alpha]).transform("min")
+    grid["is_global"] = grid.exists & (loss == best)
+    # a tie (equal losses to the last digit) keeps the semantic branch only
+    dup = grid[grid.is_global].duplicated(["omega", "alpha"], keep="first")
+    grid.loc[dup[dup].index, "is_global"] = False
+    return grid.sort_values(["omega", "branch", "alpha"]).reset_index(drop=True)
+
+
+def _crossing(x: np.ndarray, f: np.ndarray) -> float:
+    """First sign change of ``f`` from + to - along increasing ``x`` (both finite there), linearly
+    interpolated in ``log x``; NaN if there is none."""
+    for i in range(len(x) - 1):
+        if np.isfinite(f[i]) and np.isfinite(f[i + 1]) and f[i] > 0 >= f[i + 1]:
+            t = f[i] / (f[i] - f[i + 1])
+            return float(np.exp(np.log(x[i]) + t * np.log(x[i + 1] / x[i])))
+    return math.nan
+
+
+def grid_thresholds(grid: pd.DataFrame) -> pd.DataFrame:
+    """``alpha_c`` and ``alpha_l`` at each ``omega``, read off an :func:`explorer_grid` table.
+
+    ``alpha_c``: the first sign change (+ to -) of ``eps_t(semantic) - eps_t(positional)`` where both branches
+    exist; ``alpha_l``: the first where the global minimum's ``eps_g`` falls below ``eps_lin``. Both are
+    linearly interpolated in ``log alpha`` between grid points (the grid's resolution, not Brent's
+    refinement of :func:`attnlib.critical_alpha`); NaN where there is no crossing on the grid.
+    """
+    rows = []
+    for w, g in grid.groupby("omega", sort=True):
+        sem = g[g.branch == "semantic"].set_index("alpha").sort_index()
+        pos = g[g.branch == "positional"].set_index("alpha").sort_index()
+        a = sem.index.to_numpy()
+        both = (sem.exists & pos.exists).to_numpy()
+        gap = np.where(both, (sem.train_loss - pos.train_loss).to_numpy(), np.nan)
+        glob = g[g.is_global].groupby("alpha").first().reindex(a)
+        above_lin = (glob.test_error - glob.eps_lin).to_numpy()
+        rows.append(dict(omega=float(w), alpha_c=_crossing(a, gap), alpha_l=_crossing(a, above_lin)))
+    return pd.DataFrame(rows)

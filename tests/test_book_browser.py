@@ -1,37 +1,21 @@
 """Headless-Chromium checks of the built book (pytest -m browser).
 
-The module fixture builds the book with ``jupyter-book build book`` from the repository root (the execution
-cache makes an up-to-date rebuild take seconds), serves ``_build/html`` over http on 127.0.0.1 and opens every
-page of the table of contents in Chromium (Debian's /usr/bin/chromium, driven by playwright; never
-``playwright install``). Per page it checks that the page loads, that every image loaded, that MathJax typeset
+The session fixture ``built_book`` (``conftest.py``) builds the book with ``jupyter-book build book`` from the
+repository root (the execution cache makes an up-to-date rebuild take seconds); ``server`` serves
+``_build/html`` over http on 127.0.0.1, and every page of the table of contents is opened in Chromium
+(Debian's /usr/bin/chromium, driven by playwright; never ``playwright install``). Per page it checks that the page loads, that every image loaded, that MathJax typeset
 the mathematics (no raw TeX delimiters left), that no notebook error or stderr output is shown and that the
 launch buttons are there. A full-page screenshot of each page is saved under ``_build/screenshots/``.
 """
 from __future__ import annotations
 
-import functools
-import http.server
-import os
 import re
-import shutil
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 from book_toc import toc_files
+from conftest import BOOK, KNOWN_JS_ERRORS, ROOT, SHOTS
 
-ROOT = Path(__file__).resolve().parents[1]
-BOOK = ROOT / "book"
-HTML = ROOT / "_build" / "html"
-SHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# Known, harmless: with Sphinx 7.4, sphinx-thebe 0.3.1's inline config script ends up twice in each page
-# (once with filename None, once with ''), so the second copy re-declares the same constants.
-KNOWN_JS_ERRORS = ("Identifier 'THEBE_JS_URL' has already been declared",)
 BINDER_PREFIX = "https://mybinder.org/v2/gh/attnlib/attention-phase-transition/main?urlpath=lab/tree/book/"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -57,28 +41,6 @@ def expects_figure(name: str) -> bool:
     return bool(re.search(r"\bplt\.(plot|subplots|figure|show|imshow|scatter)\b|\.plot\(", code_cells(name)))
 
 
-def jupyter_book_command() -> list[str]:
-    exe = Path(sys.executable).parent / "jupyter-book"
-    return [str(exe) if exe.exists() else (shutil.which("jupyter-book") or "jupyter-book"), "build", "book"]
-
-
-@pytest.fixture(scope="module")
-def built_book() -> Path:
-    """Build (or incrementally rebuild) the book exactly as the README says; fail on any notebook error."""
-    if os.environ.get("BOOK_SKIP_BUILD") != "1":
-        proc = subprocess.run(jupyter_book_command(), cwd=ROOT, capture_output=True, text=True)
-        log = proc.stdout + proc.stderr
-        (ROOT / "_build").mkdir(exist_ok=True)
-        (ROOT / "_build" / "build.log").write_text(log)
-        assert proc.returncode == 0, f"jupyter-book build failed:\n{log[-6000:]}"
-        assert "build succeeded" in log, log[-3000:]
-    else:
-        (ROOT / "_build" / "build.log").unlink(missing_ok=True)
-    for name in PAGES:
-        assert (HTML / f"{name}.html").is_file(), f"missing page {name}.html"
-    return HTML
-
-
 def test_build_has_no_sphinx_warnings(built_book: Path) -> None:
     """Sphinx warnings (broken references, unknown bibtex keys, bad directives...) fail the test.
 
@@ -92,33 +54,6 @@ def test_build_has_no_sphinx_warnings(built_book: Path) -> None:
     warnings = [line for line in text.splitlines()
                 if re.search(r"\bWARNING:|\bERROR:", line) and "[IPKernelApp]" not in line]
     assert not warnings, "Sphinx warnings in the book build:\n" + "\n".join(warnings)
-
-
-@pytest.fixture(scope="module")
-def server(built_book: Path):
-    handler = functools.partial(QuietHandler, directory=str(built_book))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):  # keep pytest output readable
-        pass
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
 
 
 # JavaScript run in the page once MathJax is done: what the checks need, in one round trip.

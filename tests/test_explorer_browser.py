@@ -1,0 +1,200 @@
+"""Headless-Chromium checks of the static explorer on the built chapter 8 (offline, no kernel).
+
+Opens ``08-explore.html`` from the local http server of ``conftest.py`` and checks that the explorer drawn by
+``book/_static/explorer.js`` starts at the embedded initial point, that moving each slider (arrow keys, and
+jumps with ``fill``) changes the figure and that the numbers of the readout, the slider labels and the marker
+in the phase diagram are those of the embedded data at the slider positions. The embedded data are checked
+against attnlib (the linear baseline in closed form) and against chapter 6's thresholds. The page, with
+everything it loads, must download as less than 3 MB and load nothing from other hosts.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pandas as pd
+import pytest
+from conftest import BOOK, KNOWN_JS_ERRORS, SHOTS
+
+from attnlib import TaskParams, linear_baseline_error
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PAGE = "08-explore"
+MAX_PAGE_BYTES = 3_000_000
+TEXT_SUFFIXES = {".html", ".js", ".css", ".json", ".svg", ".txt"}
+DASHES = {"\u2014", "no branch here", "not converged"}
+
+STATE_JS = r"""
+() => {
+  const root = document.querySelector('.attnlib-explorer');
+  const cells = {};
+  root.querySelectorAll('td[data-key]').forEach(td => { cells[td.dataset.key] = td.textContent.trim(); });
+  const names = {};
+  root.querySelectorAll('tr[data-branch]').forEach(tr => { names[tr.dataset.branch] = tr.querySelector('td').textContent; });
+  const star = root.querySelector('[data-panel="phase"] [data-marker="point"]');
+  const panels = {};
+  root.querySelectorAll('svg[data-panel]').forEach(s => { panels[s.dataset.panel] = s.innerHTML; });
+  const maps = {};
+  root.querySelectorAll('[data-map]').forEach(t => { maps[t.dataset.map] = t.textContent; });
+  return {
+    i: Number(root.dataset.omegaIndex), j: Number(root.dataset.alphaIndex),
+    omegaLabel: root.querySelector('[data-value="omega"]').textContent,
+    alphaLabel: root.querySelector('[data-value="alpha"]').textContent,
+    sliders: {omega: Number(root.querySelector('[data-slider="omega"]').value),
+              alpha: Number(root.querySelector('[data-slider="alpha"]').value)},
+    cells, names, panels, maps,
+    star: {omega: Number(star.dataset.omega), alpha: Number(star.dataset.alpha), fill: star.getAttribute('fill')},
+  };
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def explorer(server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 1400})
+    requests: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("pageerror", lambda e: None if str(e) in KNOWN_JS_ERRORS else errors.append(str(e)))
+    page.goto(f"{server}/{PAGE}.html", wait_until="load", timeout=60_000)
+    page.wait_for_selector(".attnlib-explorer.ready", timeout=30_000)
+    page.wait_for_load_state("networkidle", timeout=30_000)
+    data = page.evaluate("() => JSON.parse(document.querySelector('script.attnlib-explorer-data').textContent)")
+    yield page, data, requests, errors, server
+    page.close()
+
+
+def state(page) -> dict:
+    return page.evaluate(STATE_JS)
+
+
+def check_view(s: dict, data: dict) -> None:
+    """The readout, labels, star and attention maps show the embedded data at the slider indices."""
+    i, j = s["i"], s["j"]
+    assert (s["sliders"]["omega"], s["sliders"]["alpha"]) == (i, j)
+    assert s["omegaLabel"] == f"\u03c9 = {data['omega'][i]:.2f}"
+    assert s["alphaLabel"] == f"\u03b1 = {data['alpha'][j]:.3f}"
+    glob = data["global"][i][j]
+    for b in ("semantic", "positional"):
+        entry = data["branches"][b]
+        assert ("global minimum" in s["names"][b]) == (glob == b), (b, i, j)
+        for key, digits in (("eps_g", 5), ("eps_t", 5), ("q", 4), ("m", 4), ("theta", 4)):
+            shown = s["cells"][f"{b}.{key}"]
+            if not entry["exists"][i][j]:
+                assert shown in DASHES, (b, key, shown)
+                continue
+            want = entry[key][i][j]
+            assert float(shown) == pytest.approx(want, rel=10 ** (1 - digits), abs=10 ** -digits), (b, key, i, j)
+    assert float(s["cells"]["linear.eps_lin"]) == pytest.approx(data["eps_lin"][i], rel=1e-4)
+    assert s["star"]["omega"] == data["omega"][i] and s["star"]["alpha"] == data["alpha"][j]
+    # attention maps: row r (teacher, semantic, positional), column k (average, input 1, input 2), entry (u, v)
+    diag = {0: [data["teacher"]["mean"][i]] + data["teacher"]["ex"][i]}
+    for r, b in ((1, "semantic"), (2, "positional")):
+        diag[r] = [data["branches"][b]["S_mean"][i][j]] + data["branches"][b]["S_ex"][i][j]
+    for r in range(3):
+        for k in range(3):
+            d = diag[r][k]
+            full = [[d[0], 1 - d[0]], [1 - d[1], d[1]]]
+            for u in range(2):
+                for v in range(2):
+                    assert float(s["maps"][f"{r},{k},{u},{v}"]) == pytest.approx(full[u][v], abs=0.0051)
+
+
+def test_initial_view_matches_data(explorer):
+    page, data, _, errors, _ = explorer
+    s = state(page)
+    assert (s["i"], s["j"]) == (data["initial"]["omega_index"], data["initial"]["alpha_index"])
+    check_view(s, data)
+    assert set(s["panels"]) == {"errors", "losses", "phase", "maps"}
+    assert not errors, errors
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator(".attnlib-explorer").screenshot(path=str(SHOTS / f"{PAGE}-explorer-initial.png"))
+
+
+@pytest.mark.parametrize("slider, key, presses", [("alpha", "ArrowRight", 3), ("alpha", "ArrowLeft", 5),
+                                                  ("omega", "ArrowRight", 2), ("omega", "ArrowLeft", 4)])
+def test_keyboard_moves_slider_and_figure(explorer, slider, key, presses):
+    page, data, _, errors, _ = explorer
+    before = state(page)
+    page.focus(f'[data-slider="{slider}"]')
+    for _ in range(presses):
+        page.keyboard.press(key)
+    after = state(page)
+    idx = "j" if slider == "alpha" else "i"
+    step = presses if key == "ArrowRight" else -presses
+    n = len(data[slider])
+    assert after[idx] == max(0, min(n - 1, before[idx] + step))
+    assert after[idx] != before[idx]
+    # the figure changes: the cursor/markers of (a), (b) and the star of (c) move; omega redraws the curves
+    for panel in ("errors", "losses", "phase"):
+        assert after["panels"][panel] != before["panels"][panel], (slider, panel)
+    check_view(after, data)
+    assert not errors, errors
+
+
+def test_jumps_cover_the_grid(explorer):
+    page, data, _, errors, _ = explorer
+    n_w, n_a = len(data["omega"]), len(data["alpha"])
+    seen_global, seen_absent = set(), False
+    for i, j in [(0, 0), (n_w - 1, 0), (n_w - 1, n_a - 1), (0, n_a - 1), (6, 20), (10, 30), (3, 8)]:
+        page.fill('[data-slider="omega"]', str(i))
+        page.fill('[data-slider="alpha"]', str(j))
+        s = state(page)
+        assert (s["i"], s["j"]) == (i, j)
+        check_view(s, data)
+        seen_global.add(data["global"][i][j])
+        seen_absent |= not data["branches"]["semantic"]["exists"][i][j]
+    assert {"semantic", "positional"} <= seen_global and seen_absent
+    page.fill('[data-slider="omega"]', "6")
+    page.fill('[data-slider="alpha"]', "24")
+    page.locator(".attnlib-explorer").screenshot(path=str(SHOTS / f"{PAGE}-explorer-moved.png"))
+    assert not errors, errors
+
+
+def test_embedded_data_agree_with_attnlib_and_chapter_6(explorer):
+    _, data, _, _, _ = explorer
+    for w, lin in zip(data["omega"], data["eps_lin"]):
+        params = TaskParams(sigma=data["params"]["sigma"], lam=data["params"]["lam"], omega=w)
+        assert lin == pytest.approx(linear_baseline_error(params), rel=1e-6)
+    ref = pd.read_csv(BOOK / "data" / "phase_standard.csv").set_index("omega")
+    for w, ac, al in zip(data["omega"], data["alpha_c"], data["alpha_l"]):
+        if w in ref.index:
+            # read off a grid with 8 % steps, against root finding: within 1 %
+            assert ac == pytest.approx(ref.alpha_c[w], rel=0.01), w
+            assert al == pytest.approx(ref.alpha_l[w], rel=0.01), w
+    # the global minimum is the existing branch of lower training loss
+    for i in range(len(data["omega"])):
+        for j in range(len(data["alpha"])):
+            live = {b: data["branches"][b]["eps_t"][i][j] for b in ("semantic", "positional")
+                    if data["branches"][b]["exists"][i][j]}
+            assert data["global"][i][j] == (min(live, key=live.get) if live else None)
+
+
+def test_page_is_small_and_offline(explorer, built_book: Path):
+    """What a reader downloads for the page (GitHub Pages serves text gzip-compressed) stays under 3 MB, and the
+    explorer itself (the page's HTML with the embedded grid, explorer.js and .css) adds well under 1 MB.
+
+    Uncompressed, the theme's assets alone (fontawesome.js 1.5 MB, MathJax 1.2 MB, CSS) weigh over 3 MB on every
+    page of the book; the total is recorded in _build/explorer_page_size.json."""
+    _, _, requests, _, server = explorer
+    external = [u for u in requests if not u.startswith((server, "data:", "blob:"))]
+    assert not external, f"requests to other hosts: {external}"
+    raw = gz = 0
+    files = {}
+    for url in set(requests):
+        if url.startswith(server):
+            path = built_book / urlparse(url).path.lstrip("/")
+            if path.is_file():
+                blob = path.read_bytes()
+                files[path.relative_to(built_book).as_posix()] = len(blob)
+                raw += len(blob)
+                gz += len(gzip.compress(blob)) if path.suffix in TEXT_SUFFIXES else len(blob)
+    own = sum(n for f, n in files.items() if f in (f"{PAGE}.html", "_static/explorer.js", "_static/explorer.css"))
+    assert {"_static/explorer.js", "_static/explorer.css", f"{PAGE}.html"} <= set(files)
+    (built_book.parent / "explorer_page_size.json").write_text(json.dumps(
+        {"uncompressed_bytes": raw, "gzip_bytes": gz, "explorer_own_bytes": own}, indent=1))
+    assert gz < MAX_PAGE_BYTES, f"{PAGE}.html downloads {gz / 1e6:.2f} MB (gzip)"
+    assert own < 1_000_000, f"the explorer's own files weigh {own / 1e6:.2f} MB"
