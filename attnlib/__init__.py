@@ -4,8 +4,12 @@ Companion library of the book on Cui, Behrens, Krzakala & Zdeborova, "A phase tr
 and semantic learning in a solvable model of dot-product attention" (NeurIPS 2024).
 
 Theory (``L = 2``, rank 1): :func:`solve_state_evolution` (one fixed point of a branch),
-:func:`alpha_sweep`, :func:`critical_alpha`, :func:`linear_crossing_alpha`, :func:`spinodal_alpha`,
-:func:`phase_diagram`, :func:`linear_baseline_error`, :func:`test_error_from_overlaps`.
+:func:`alpha_sweep`, :func:`branch_trace` (pseudo-arclength continuation to a branch's ends),
+:func:`critical_alpha`, :func:`linear_crossing_alpha`, :func:`branch_ends`, :func:`phase_diagram`,
+:func:`linear_baseline_error`, :func:`test_error_from_overlaps`.
+
+Finite d: :func:`simulate_erm`, :func:`erm_sweep`, :func:`run_gamp`, and the finite-d arbiter
+:func:`arbiter_table`, :func:`finite_d_critical_alpha`.
 """
 __version__ = "0.1.0"
 
@@ -22,14 +26,19 @@ from .data import make_task, positional_encodings, seed_streams
 from .simulation import (DEFAULT_N_TEST, ERMObjective, ERMResult, estimate_test_errors, fit_linear_baseline,
                          gradient_descent, minimize_lbfgs, simulate_erm, test_error_from_overlaps_rho)
 from .sim_sweeps import erm_point, erm_sweep, rows_to_columns
-from .sweeps import (ThresholdNotFound, alpha_sweep, branch_curvature, critical_alpha, linear_crossing_alpha,
-                     phase_diagram, spinodal_alpha)
+from .sweeps import (ThresholdNotFound, alpha_sweep, branch_curvature, branch_ends, branch_trace, critical_alpha,
+                     linear_crossing_alpha, phase_diagram)
+from .continuation import BranchEnd, BranchTrace, Continuation, newton_fixed_point, trace_branch
+from .arbiter import (FiniteDThreshold, arbiter_table, finite_d_critical_alpha, finite_d_minimum,
+                      finite_d_theta_loss_alpha)
 
 __all__ = [
     "__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "ConvergenceWarning", "CacheWarning",
     "Quadrature", "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution",
     "linear_baseline_error", "test_error_from_overlaps", "ThresholdNotFound", "alpha_sweep",
-    "branch_curvature", "critical_alpha", "linear_crossing_alpha", "spinodal_alpha", "phase_diagram",
+    "branch_curvature", "critical_alpha", "linear_crossing_alpha", "branch_trace", "branch_ends", "phase_diagram",
+    "BranchEnd", "BranchTrace", "Continuation", "newton_fixed_point", "trace_branch",
+    "FiniteDThreshold", "arbiter_table", "finite_d_critical_alpha", "finite_d_minimum", "finite_d_theta_loss_alpha",
     "make_task", "positional_encodings", "seed_streams", "DEFAULT_N_TEST", "ERMObjective", "ERMResult",
     "estimate_test_errors", "fit_linear_baseline", "gradient_descent", "minimize_lbfgs", "simulate_erm",
     "test_error_from_overlaps_rho", "erm_point", "erm_sweep", "rows_to_columns",

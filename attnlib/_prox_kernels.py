@@ -108,9 +108,10 @@ def local_prox(h0, c, t, V, sigma, tol, max_iter):
 @njit(cache=True)
 def global_prox(c, t, V, sigma, n_ring, tol, max_iter):
     """Multi-start descent of every node (starts: ``c``, ``0`` and ``n_ring`` ring points, as
-    :func:`attnlib.proximal._ring_starts`); keeps the lowest minimum and the gap to the best other one.
+    :func:`attnlib.proximal._ring_starts`); keeps the lowest minimum, and the best *other* local minimum
+    (the runner-up, ``h_alt``) with the gap between the two (``inf`` and ``h_alt = h`` if there is none).
 
-    Returns ``(h, value, grad_norm, gap, max iterations)``.
+    Returns ``(h, value, grad_norm, gap, h_alt, max iterations)``.
     """
     n = c.shape[0]
     inv_v, s2 = 1.0 / V, sigma * sigma
@@ -119,6 +120,7 @@ def global_prox(c, t, V, sigma, n_ring, tol, max_iter):
     value = np.empty(n)
     grad_norm = np.empty(n)
     gap = np.empty(n)
+    h_alt = np.empty((n, 2))
     iters = np.zeros(n, np.int64)
     for i in range(n):
         c1, c2, t1, t2 = c[i, 0], c[i, 1], t[i, 0], t[i, 1]
@@ -148,8 +150,11 @@ def global_prox(c, t, V, sigma, n_ring, tol, max_iter):
             if f[k] < f[best]:
                 best = k
         other = np.inf
+        alt = best
         for k in range(k_all):
-            if max(abs(x1[k] - x1[best]), abs(x2[k] - x2[best])) > 1e-6:
-                other = min(other, f[k] - f[best])
+            if max(abs(x1[k] - x1[best]), abs(x2[k] - x2[best])) > 1e-6 and f[k] - f[best] < other:
+                other = f[k] - f[best]
+                alt = k
         h[i, 0], h[i, 1], value[i], grad_norm[i], gap[i] = x1[best], x2[best], f[best], g[best], other
-    return h, value, grad_norm, gap, iters.max() if n else 0
+        h_alt[i, 0], h_alt[i, 1] = x1[alt], x2[alt]
+    return h, value, grad_norm, gap, h_alt, iters.max() if n else 0

@@ -27,7 +27,7 @@ import numpy as np
 
 from .exceptions import CacheWarning
 
-__all__ = ["library_fingerprint", "cache_dir", "cache_key", "cached", "load_cached", "store_cached"]
+__all__ = ["library_fingerprint", "cache_dir", "cache_key", "cached", "load_cached", "store_cached", "provenance"]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -46,6 +46,19 @@ def library_fingerprint() -> str:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return f"{__version__}+{digest.hexdigest()[:16]}"
+
+
+def provenance() -> dict:
+    """Where and with what a result was computed, for the sidecar files of committed data: the ``attnlib``
+    version and source fingerprint, the Python and numpy versions, the machine and the date."""
+    import platform
+    import sys
+    import time
+
+    from . import __version__
+
+    return {"attnlib_version": __version__, "library": library_fingerprint(), "python": sys.version.split()[0],
+            "numpy": np.__version__, "machine": platform.machine(), "generated": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
 def cache_dir() -> Path:

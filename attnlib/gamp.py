@@ -67,7 +67,6 @@ fixed point with the L-BFGS minimum of the finite-d risk on the same data.
 from __future__ import annotations
 
 import math
-import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -80,6 +79,7 @@ from .cache import cached
 from .data import check_int, draw_samples, make_task, make_teacher, seed_streams
 from .exceptions import ConvergenceWarning
 from .generalisation import POSITION_SIGNS
+from .parallel import run_jobs
 from .params import TaskParams, check_alpha, check_finite_scalar
 from .proximal import PROX_MODES, solve_prox
 from .quadrature import Quadrature
@@ -568,23 +568,6 @@ def _as_starts(starts) -> list[str]:
     return starts
 
 
-def _run_table_jobs(jobs: list, n_jobs: int) -> list:
-    """Run ``(function, kwargs)`` pairs, in this process (``n_jobs == 1``) or with joblib. Workers get the
-    caller's cache folder (reused joblib workers keep the environment they were started with)."""
-    if n_jobs == 1:
-        return [f(**kw) for f, kw in jobs]
-    from joblib import Parallel, delayed
-
-    folder = os.environ.get("ATTNLIB_CACHE_DIR")
-    return Parallel(n_jobs=n_jobs)(delayed(_table_job)(folder, f, kw) for f, kw in jobs)
-
-
-def _table_job(cache_folder, f, kwargs):
-    if cache_folder is not None and os.environ.get("ATTNLIB_CACHE_DIR") != cache_folder:
-        os.environ["ATTNLIB_CACHE_DIR"] = cache_folder
-    return f(**kwargs)
-
-
 def _tracking_run(params: TaskParams, d: int, alpha: float, start: str, seed: int, n_iter: int, damping: float,
                   normalize_teacher: bool, prox_mode: str, n_probes: int, probe_eps: float,
                   use_cache: bool) -> dict:
@@ -691,7 +674,7 @@ def gamp_tracking_table(params: TaskParams, d=2000, alpha: float = 2.0, starts=G
     jobs = [(_se_run, dict(common, start=s, quadrature=quadrature)) for s in starts]
     jobs += [(_tracking_run, dict(common, d=dd, start=s, seed=sd, normalize_teacher=bool(normalize_teacher),
                                   n_probes=n_probes, probe_eps=probe_eps)) for s, dd, sd in grid]
-    out = _run_table_jobs(jobs, n_jobs)
+    out = run_jobs(jobs, n_jobs)
     se_runs = dict(zip(starts, out[:len(starts)]))
     t = np.arange(n_iter + 1)
 
@@ -816,7 +799,7 @@ def gamp_fixed_point_table(params: TaskParams, d=2000, alpha: float = 2.0, start
                                     normalize_teacher=bool(normalize_teacher), prox_mode=prox_mode,
                                     n_probes=n_probes, probe_eps=probe_eps, gamp_options=options[s],
                                     use_cache=use_cache)) for s, dd, sd in grid]
-    rows = _run_table_jobs(jobs, n_jobs)
+    rows = run_jobs(jobs, n_jobs)
     table = pd.DataFrame([{"start": s, "d": dd, "alpha": alpha, "seed": sd, **row}
                           for (s, dd, sd), row in zip(grid, rows)])
     quantities = ("m", "theta", "q", "train_loss", "test_error", "converged", "grad_norm")

@@ -70,6 +70,8 @@ class ProxResult:
     gap : ndarray (N,), optional
         Global search only: how much higher the best *other* local minimum found lies (``inf`` if all
         starts reached the same point). A small gap marks a node near a jump of the proximal point.
+    h_alt : ndarray (N, 2), optional
+        Global search only: that runner-up local minimum (equal to ``h`` where there is none).
     """
 
     h: np.ndarray
@@ -77,6 +79,7 @@ class ProxResult:
     grad_norm: np.ndarray
     n_iter: int
     gap: np.ndarray | None = None
+    h_alt: np.ndarray | None = None
 
 
 def prox_objective(h: np.ndarray, c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float) -> np.ndarray:
@@ -226,10 +229,10 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
     if mode == "from-zero":
         return minimise_locally(np.zeros_like(c), c, t_diag, V, sigma, tol, max_iter, backend)
     if backend == "numba":
-        h, value, grad_norm, gap, n_iter = _prox_kernels.global_prox(
+        h, value, grad_norm, gap, h_alt, n_iter = _prox_kernels.global_prox(
             np.ascontiguousarray(c), np.ascontiguousarray(t_diag), float(V), float(sigma), int(n_ring),
             float(tol), int(max_iter))
-        return ProxResult(h=h, value=value, grad_norm=grad_norm, n_iter=int(n_iter), gap=gap)
+        return ProxResult(h=h, value=value, grad_norm=grad_norm, n_iter=int(n_iter), gap=gap, h_alt=h_alt)
     starts = [c, np.zeros_like(c)]
     if n_ring:
         starts.extend(_ring_starts(c, t_diag, V, sigma, n_ring))
@@ -241,6 +244,9 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
     idx = best * n + np.arange(n)
     h_all = res.h.reshape(k, n, 2)
     other = np.max(np.abs(h_all - res.h[idx][None]), axis=-1) > 1e-6  # a different local minimum
-    gap = np.min(np.where(other, values - res.value[idx][None], np.inf), axis=0)
+    excess = np.where(other, values - res.value[idx][None], np.inf)
+    alt = np.argmin(excess, axis=0)  # first start reaching the runner-up (the kernel keeps the first too)
+    gap = excess[alt, np.arange(n)]
+    h_alt = np.where(np.isfinite(gap)[:, None], h_all[alt, np.arange(n)], res.h[idx])
     return ProxResult(h=res.h[idx], value=res.value[idx], grad_norm=res.grad_norm[idx], n_iter=res.n_iter,
-                      gap=gap)
+                      gap=gap, h_alt=h_alt)

@@ -16,7 +16,12 @@ from scipy.stats import qmc
 
 __all__ = ["Quadrature", "gauss_hermite_1d", "gaussian_rule", "reduced_rule"]
 
-_RULES = ("gauss-hermite", "sobol")
+_RULES = ("gauss-hermite", "sobol", "sobol-sym")
+#: Sign flips under which the "sobol-sym" rule is closed (4-d rules: (x1, x2, x3, x4) -> signs * x). In the
+#: state evolution's coordinates ``(xi, eta)`` these are ``eta -> -eta`` and ``(xi, eta) -> -(xi, eta)``: the
+#: maps that keep ``theta = 0`` and ``m = 0`` invariant (spec sections 3 and 7), so a rule closed under them
+#: keeps those subspaces exactly invariant, as the tensor Gauss-Hermite rule does.
+SYMMETRIC_FLIPS = ((1, 1, -1, -1), (-1, -1, -1, -1))
 
 
 @functools.lru_cache(maxsize=64)
@@ -41,7 +46,12 @@ class Quadrature:
         ``"gauss-hermite"``: tensor product of ``order``-point Gauss-Hermite rules (``order**dim`` points).
         Exact for polynomials, fast for smooth integrands, slow where the integrand jumps.
         ``"sobol"``: ``2**order`` points of a scrambled Sobol sequence (seeded by ``seed``), mapped by the
-        normal inverse CDF; equal weights. Robust to discontinuities, error ~ ``N^-1`` up to logs.
+        normal inverse CDF; equal weights. Robust to discontinuities, error ~ ``N^-1`` up to logs for smooth
+        integrands (slower where the integrand jumps).
+        ``"sobol-sym"`` (4 dimensions): ``2**order / 4`` scrambled Sobol points and their images under
+        :data:`SYMMETRIC_FLIPS` (``2**order`` points in all, equal weights), so that the rule is exactly
+        symmetric under those sign flips (antithetic sampling); folded by the integrand's symmetries like
+        the Gauss-Hermite rule (:func:`reduced_rule`).
     order : int
         Points per dimension (Gauss-Hermite, 2 to 200) or log2 of the point count (Sobol, 4 to 22).
     seed : int
@@ -58,6 +68,8 @@ class Quadrature:
         if isinstance(self.order, bool) or not isinstance(self.order, (int, np.integer)):
             raise ValueError(f"order must be an integer, got {self.order!r}")
         lo, hi = (2, 200) if self.rule == "gauss-hermite" else (4, 22)
+        if self.rule == "sobol-sym":
+            lo = 6
         if not lo <= self.order <= hi:
             raise ValueError(f"order must lie in [{lo}, {hi}] for rule {self.rule!r}, got {self.order}")
         object.__setattr__(self, "order", int(self.order))
@@ -86,12 +98,53 @@ def gaussian_rule(rule: str, order: int, seed: int, dim: int) -> tuple[np.ndarra
         u = qmc.Sobol(d=dim, scramble=True, seed=seed).random_base2(order)
         pts = ndtri(np.clip(u, 1e-16, 1 - 1e-16))
         wts = np.full(len(pts), 1.0 / len(pts))
+    elif rule == "sobol-sym":
+        if dim != 4:
+            raise ValueError(f"rule 'sobol-sym' is 4-dimensional, got dim={dim}")
+        u = qmc.Sobol(d=dim, scramble=True, seed=seed).random_base2(order - 2)
+        base = ndtri(np.clip(u, 1e-16, 1 - 1e-16))
+        pts = np.concatenate([base * np.array(sg, float) for sg in _flip_group(SYMMETRIC_FLIPS)])
+        wts = np.full(len(pts), 1.0 / len(pts))
     else:  # pragma: no cover - validated by Quadrature
         raise ValueError(f"unknown rule {rule!r}")
     pts = np.ascontiguousarray(pts)
     pts.setflags(write=False)
     wts.setflags(write=False)
     return pts, wts
+
+
+def _flip_group(generators) -> list[tuple]:
+    """All products of commuting sign-flip generators (sign vectors), the identity first."""
+    dim = len(generators[0]) if generators else 4
+    group = [(1,) * dim]
+    for g in generators:
+        if tuple(g) in group:
+            continue
+        group += [tuple(a * b for a, b in zip(h, g)) for h in group]
+    return group
+
+
+def _fold_symmetric_sobol(pts, wts, generators):
+    """Fold a "sobol-sym" rule (images of the base points under :data:`SYMMETRIC_FLIPS`, stored block by
+    block) by those of ``generators`` that are sign flips in that group: the images related by them carry
+    the same integrand value, so one image per coset is kept, with the coset's total weight."""
+    group = _flip_group(SYMMETRIC_FLIPS)
+    flips = [tuple(signs) for perm, signs in generators if tuple(perm) == tuple(range(len(signs)))]
+    sub = _flip_group([f for f in flips if f in group]) if flips else [group[0]]
+    sub = [g for g in sub if g in group]
+    n = len(pts) // len(group)
+    keep, seen = [], set()
+    for i, g in enumerate(group):
+        coset = frozenset(tuple(a * b for a, b in zip(g, h)) for h in sub)
+        if coset not in seen:
+            seen.add(coset)
+            keep.append(i)
+    idx = np.concatenate([np.arange(i * n, (i + 1) * n) for i in keep])
+    p_red = np.ascontiguousarray(pts[idx])
+    w_red = np.ascontiguousarray(wts[idx] * len(group) / len(keep))
+    p_red.setflags(write=False)
+    w_red.setflags(write=False)
+    return p_red, w_red
 
 
 @functools.lru_cache(maxsize=32)
@@ -106,6 +159,8 @@ def reduced_rule(rule: str, order: int, seed: int, dim: int, generators: tuple) 
     returned unfolded (their points are not symmetric).
     """
     pts, wts = gaussian_rule(rule, order, seed, dim)
+    if rule == "sobol-sym":
+        return _fold_symmetric_sobol(pts, wts, generators)
     if rule != "gauss-hermite" or not generators:
         return pts, wts
     n = order

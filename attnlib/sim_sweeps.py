@@ -13,18 +13,16 @@ columns (no pandas needed).
 from __future__ import annotations
 
 import itertools
-import os
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from joblib import Parallel, delayed
-
 from .cache import cached
 from .data import check_int
+from .parallel import run_jobs
 from .params import TaskParams
 from .simulation import METHODS, STARTS, simulate_erm
 
-__all__ = ["CACHE_NAMESPACE", "erm_point", "sweep_grid", "erm_sweep", "rows_to_columns"]
+__all__ = ["CACHE_NAMESPACE", "erm_point", "sweep_grid", "erm_sweep", "rows_to_columns", "classify_minima"]
 
 #: Cache namespace of single ERM runs.
 CACHE_NAMESPACE = "erm"
@@ -112,23 +110,8 @@ def erm_sweep(params: TaskParams | Sequence[TaskParams] = TaskParams(), alphas: 
         One tidy row per grid point, in grid order.
     """
     grid = sweep_grid(params, alphas, ds, seeds, starts, methods, omegas)
-    folder = os.environ.get("ATTNLIB_CACHE_DIR")
-    jobs = (delayed(_erm_point_job)(folder, use_cache=use_cache, **point, **options) for point in grid)
-    if progress:
-        from tqdm.auto import tqdm
-
-        rows = list(tqdm(Parallel(n_jobs=n_jobs, return_as="generator")(jobs), total=len(grid), desc="ERM"))
-    else:
-        rows = Parallel(n_jobs=n_jobs)(jobs)
-    return list(rows)
-
-
-def _erm_point_job(cache_folder: str | None, **kwargs) -> dict[str, Any]:
-    """Worker entry: use the caller's cache folder (reused joblib workers keep the environment they were
-    started with, so ``ATTNLIB_CACHE_DIR`` set later in the parent would otherwise be ignored)."""
-    if cache_folder is not None and os.environ.get("ATTNLIB_CACHE_DIR") != cache_folder:
-        os.environ["ATTNLIB_CACHE_DIR"] = cache_folder
-    return erm_point(**kwargs)
+    jobs = [(erm_point, dict(use_cache=use_cache, **point, **options)) for point in grid]
+    return run_jobs(jobs, n_jobs=n_jobs, progress=progress, desc="ERM")
 
 
 def rows_to_columns(rows: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -159,3 +142,20 @@ def rows_to_columns(rows: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
             col = np.array(values)
         columns[k] = col
     return columns
+
+
+#: Thresholds of :func:`classify_minima` on ``theta/sigma^2`` and ``|m|/sigma^2``.
+SEMANTIC_THRESHOLD = 0.1
+POSITIONAL_THRESHOLD = 0.2
+
+
+def classify_minima(m, theta, sigma: float, semantic: float = SEMANTIC_THRESHOLD,
+                    positional: float = POSITIONAL_THRESHOLD) -> np.ndarray:
+    """Kind of each finite-d minimiser from its overlaps: ``"semantic"`` (``|theta|/sigma^2 > semantic`` and
+    ``|m|/sigma^2 <= positional``), ``"positional"`` (the reverse), ``"mixed"`` (both above) or
+    ``"uninformed"`` (neither). On the branches of the reference task ``theta/sigma^2`` is 0.4-0.7 and
+    ``m/sigma^2`` about 1, so the thresholds sit far below both."""
+    s2 = float(sigma) ** 2
+    sem = np.abs(np.asarray(theta, float)) / s2 > semantic
+    pos = np.abs(np.asarray(m, float)) / s2 > positional
+    return np.where(sem & pos, "mixed", np.where(sem, "semantic", np.where(pos, "positional", "uninformed")))

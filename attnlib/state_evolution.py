@@ -25,10 +25,11 @@ At the fixed point the training loss is ``eps_t = -Phi`` with
 ``M`` the minimal value of the proximal problem, and the test error is ``eps_g(q, m, theta)``
 (:func:`attnlib.generalisation.test_error_from_overlaps`).
 
-Branches are followed by holding an overlap at exactly zero where a symmetry preserves it (spec section 3):
-``"positional"`` holds ``theta = 0`` (always exact: the teacher is even in ``h*``), ``"semantic"`` holds
-``m = 0`` when ``A_11 = A_22`` (token-swap symmetry; for another ``A`` it iterates freely from a
-semantic start), ``"agnostic"`` holds both (token-swap-symmetric ``A`` only).
+Branches are followed by holding an overlap at exactly zero, which symmetries preserve for every ``A``
+(spec sections 3 and 7; :func:`_hold`): ``"positional"`` holds ``theta = 0``, ``"semantic"`` holds ``m = 0``,
+``"agnostic"`` holds both and ``"free"`` neither (started from given overlaps, for example those of a
+finite-d minimiser). A branch's fixed point is the global minimum of the training loss *within* its
+invariant subspace; the state evolution says nothing about local minima of higher training loss.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ import warnings
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
+from scipy.special import expit
 
 from .attention import teacher_diagonal
 from .exceptions import ConvergenceWarning
@@ -49,7 +51,7 @@ __all__ = ["Overlaps", "Conjugates", "SESolver", "SEResult", "BRANCHES", "defaul
            "conjugates_and_energy", "overlaps_from_conjugates", "state_evolution_step",
            "solve_state_evolution"]
 
-BRANCHES = ("semantic", "positional", "agnostic")
+BRANCHES = ("semantic", "positional", "agnostic", "free")
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,13 @@ class SESolver:
         ``quadrature`` alone.
     coarse_until : float
         Residual at which the coarse rule hands over to the fine one.
+    tie_smoothing : float
+        ``tau >= 0``. With ``tau > 0`` (full proximal searches only) each node's proximal point is the
+        Boltzmann mixture of its best and runner-up local minima at temperature ``tau`` (weight
+        ``expit(-gap/tau)`` on the runner-up, ``M`` the soft minimum ``F_1 - tau log(1 + e^{-gap/tau})``),
+        instead of the hard choice. The quadrature sum then varies smoothly where a node's proximal point
+        switches minimum, which pseudo-arclength continuation needs (:mod:`attnlib.continuation`); the
+        state evolution of spec section 3 is the limit ``tau -> 0`` (default 0: exact hard choice).
     """
 
     quadrature: Quadrature = field(default_factory=lambda: Quadrature("gauss-hermite", 12))
@@ -133,6 +142,7 @@ class SESolver:
     cheap_below: float = 0.2
     coarse_quadrature: Quadrature | None = field(default_factory=lambda: Quadrature("gauss-hermite", 6))
     coarse_until: float = 1e-3
+    tie_smoothing: float = 0.0
 
     def __post_init__(self):
         if self.prox_mode not in PROX_MODES:
@@ -143,6 +153,8 @@ class SESolver:
             raise ValueError(f"damping must lie in (0, 1], got {self.damping!r}")
         if not check_finite_scalar("restart_factor", self.restart_factor) > 1.0:
             raise ValueError(f"restart_factor must lie in (1, inf), got {self.restart_factor!r}")
+        if not check_finite_scalar("tie_smoothing", self.tie_smoothing) >= 0.0:
+            raise ValueError(f"tie_smoothing must lie in [0, inf), got {self.tie_smoothing!r}")
         if not (0.0 < check_finite_scalar("tol", self.tol) < 1.0):
             raise ValueError(f"tol must lie in (0, 1), got {self.tol!r}")
         for name in ("max_iter", "anderson", "n_ring"):
@@ -191,13 +203,18 @@ class SEResult:
 
 
 def _hold(params: TaskParams, branch: str, fix_m=None, fix_theta=None) -> tuple:
-    """Pinned overlaps ``(m, theta)`` of a branch: a value to hold, or None for a free overlap."""
+    """Pinned overlaps ``(m, theta)`` of a branch: a value to hold, or None for a free overlap.
+
+    ``m = 0`` and ``theta = 0`` are invariant subspaces of the state evolution for every ``A`` (spec
+    sections 3 and 7): flipping the sign of all Gaussian inputs ``(xi, eta)`` maps ``c -> -c`` at ``m = 0``
+    and leaves both attention maps unchanged (they depend on quadratic forms only), so ``g -> -g`` and
+    ``m_hat = alpha E[s . g] = 0``; flipping ``eta`` alone at ``theta = 0`` leaves ``c`` and ``T`` unchanged and
+    flips the ``theta_hat`` integrand. The semantic branch holds ``m = 0``, the positional one ``theta = 0``,
+    the agnostic point both, and ``"free"`` neither.
+    """
     if branch not in BRANCHES:
         raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
-    if branch == "agnostic" and not params.swap_symmetric:
-        raise ValueError("branch 'agnostic' needs a token-swap-symmetric A (A_11 == A_22): otherwise m = 0 "
-                         "is not a fixed point")
-    pin_m = 0.0 if (branch in ("semantic", "agnostic") and params.swap_symmetric) else None
+    pin_m = 0.0 if branch in ("semantic", "agnostic") else None
     pin_theta = 0.0 if branch in ("positional", "agnostic") else None
     if fix_m is not None:
         pin_m = check_finite_scalar("fix_m", fix_m)
@@ -208,12 +225,12 @@ def _hold(params: TaskParams, branch: str, fix_m=None, fix_theta=None) -> tuple:
 
 def default_start(params: TaskParams, branch: str) -> Overlaps:
     """Starting overlaps of a branch: close to the teacher (semantic), to the positional direction
-    (positional), or a small uninformed student (agnostic)."""
+    (positional), a small uninformed student (agnostic), or a bit of both (free)."""
     rho = params.rho
     if branch == "semantic":
-        q = rho
-        m = 0.0 if params.swap_symmetric else 0.01
-        return Overlaps(q=q, m=m, V=1.0, theta=0.9 * np.sqrt(rho * q))
+        return Overlaps(q=rho, m=0.0, V=1.0, theta=0.9 * rho)
+    if branch == "free":
+        return Overlaps(q=0.5 * rho, m=0.1, V=1.0, theta=0.5 * rho)
     if branch == "positional":
         return Overlaps(q=0.2 * rho, m=0.25, V=1.0, theta=0.0)
     if branch == "agnostic":
@@ -315,6 +332,12 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
                           backend=solver.prox_backend)
         near_jump = prox.gap < solver.jump_margin if prox.gap is not None else np.zeros(len(c), bool)
         new_warm = (prox.h, near_jump)
+        if solver.tie_smoothing > 0 and prox.gap is not None:
+            # Boltzmann mixture of the best and runner-up minima (a smooth stand-in for the hard choice)
+            z = prox.gap / solver.tie_smoothing
+            p_alt = expit(-z)[:, None]
+            prox = replace(prox, h=(1.0 - p_alt) * prox.h + p_alt * prox.h_alt,
+                           value=prox.value - solver.tie_smoothing * np.log1p(np.exp(-z)))
     g = (prox.h - c) / x.V
     wg = weights[:, None] * g
     pin_m, pin_theta = hold
@@ -371,8 +394,9 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         The task.
     alpha : float
         Sample complexity ``n/d``, in ``(0, inf)``.
-    branch : {"semantic", "positional", "agnostic"}
-        Which fixed point to follow; symmetric overlaps are held at exactly zero (module docstring).
+    branch : {"semantic", "positional", "agnostic", "free"}
+        Which fixed point to follow; symmetric overlaps are held at exactly zero (module docstring);
+        ``"free"`` holds none (give ``start``).
     start : Overlaps, optional
         Initial overlaps (a warm start); default :func:`default_start`.
     solver : SESolver, optional
@@ -390,7 +414,8 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         was not reached in ``solver.max_iter`` iterations or the iteration left the domain
         (``V <= 0``); the numbers are then the last valid iterate. The overlaps are defined up to the global
         sign of ``Q``; the representative returned has ``theta >= 0`` on the semantic branch and ``m >= 0`` on
-        the positional one (unless an overlap is pinned with ``fix_m`` / ``fix_theta``).
+        the positional one, and ``theta >= 0`` on the free one (unless an overlap is pinned with ``fix_m`` /
+        ``fix_theta``).
     """
     t0 = time.perf_counter()
     alpha = check_alpha(alpha)
@@ -496,7 +521,7 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     if not converged:  # conjugates and energy at the returned (last valid) point
         hat, mean_M, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
     phi = _free_energy(params, alpha, x, hat, mean_M)
-    if fix_m is None and fix_theta is None and (x.theta < 0 if branch == "semantic" else x.m < 0):
+    if fix_m is None and fix_theta is None and (x.theta < 0 if branch in ("semantic", "free") else x.m < 0):
         # Q -> -Q leaves the model invariant and flips (m, theta): report the representative with the
         # branch's defining overlap positive
         x = Overlaps(q=x.q, m=-x.m, V=x.V, theta=-x.theta)

@@ -1,17 +1,26 @@
-"""Branch curves, thresholds and the phase diagram of the state evolution.
+"""Branches, thresholds and the phase diagram of the state evolution.
 
-* :func:`branch_curve` follows one branch along an ``alpha`` grid with warm starts.
+Point-wise, by the state-evolution iteration (fast; default Gauss-Hermite rule):
+
+* :func:`branch_curve` follows one branch along an ``alpha`` grid with warm starts (:func:`follow_branch`).
 * :func:`alpha_sweep` gives both branches as a tidy :class:`pandas.DataFrame` (one row per point), cached.
+* :func:`branch_curvature`: curvature of ``eps_t`` across a branch along its held overlap (a diagnostic).
+
+Grid-independent, by pseudo-arclength continuation (:mod:`attnlib.continuation`, with the smooth rule of
+:func:`continuation_settings`):
+
+* :func:`branch_trace` follows a branch from where it is unambiguous (the semantic one from the top of the
+  ``alpha`` range down, the positional one from a point with ``m`` clearly non-zero, both ways) to its ends
+  (a fold, or the continuous vanishing of its defining overlap), cached.
 * :func:`critical_alpha` (``alpha_c``): where the training losses ``eps_t`` of the semantic and positional
-  branches cross, by Brent's root finding (bracketed on a coarse grid, not read off it).
-* :func:`linear_crossing_alpha` (``alpha_l``): where the test error of the global minimum falls below the
-  linear baseline's ``eps_lin``.
-* :func:`spinodal_alpha`: where a branch stops existing as a local minimum of the training loss: its
-  defining overlap vanishes (it merges with the agnostic point), or the curvature of ``eps_t`` across the
-  branch, along its held overlap (``m`` for the semantic branch, ``theta`` for the positional one, measured
-  by pinning that overlap at a small value, :func:`branch_curvature`), turns negative. The paper does not
-  compute it.
-* :func:`phase_diagram` sweeps these over ``omega`` in parallel (joblib; any joblib backend, e.g. Dask).
+  branches are equal, searched only where both exist as distinct branches (defining overlaps above
+  ``VANISH_FLOOR * rho``), bracketed on the traces and refined by Brent's method on Newton-solved fixed
+  points. The ``alpha`` grid a caller passes only sets the search range.
+* :func:`linear_crossing_alpha` (``alpha_l``): where the test error of the global minimum (the branch of
+  lowest ``eps_t``) falls below the linear baseline's ``eps_lin``.
+* :func:`branch_ends` and :func:`phase_diagram` (over ``omega``, in parallel through joblib).
+
+Both thresholds raise :class:`ThresholdNotFound` with the reason when there is no transition in the range.
 """
 from __future__ import annotations
 
@@ -23,26 +32,43 @@ import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
 from scipy.optimize import brentq
-from tqdm.auto import tqdm
 
 from .cache import cached
+from .continuation import (VANISH_FLOOR, BranchEnd, BranchTrace, Continuation, FixedPointMap, defining_overlap,
+                           newton_fixed_point, trace_branch)
 from .exceptions import ConvergenceWarning
 from .generalisation import linear_baseline_error
 from .params import TaskParams, check_alpha
+from .quadrature import Quadrature
 from .state_evolution import Overlaps, SEResult, SESolver, solve_state_evolution
 
-__all__ = ["ThresholdNotFound", "follow_branch", "branch_curve", "alpha_sweep", "energy_gap", "critical_alpha",
-           "linear_crossing_alpha", "branch_curvature", "branch_exists", "spinodal_alpha", "phase_diagram",
-           "DEFAULT_ALPHA_GRID"]
+__all__ = ["ThresholdNotFound", "follow_branch", "branch_curve", "alpha_sweep", "branch_curvature",
+           "continuation_settings", "branch_trace", "branch_point", "energy_gap", "critical_alpha",
+           "linear_crossing_alpha", "branch_ends", "phase_diagram", "summarise_phase_diagram", "DEFAULT_ALPHA_GRID",
+           "DEFAULT_RANGE",
+           "SMOOTH_QUADRATURE", "TIE_SMOOTHING"]
 
-#: Coarse grid used to bracket thresholds.
+#: A coarse grid of ``alpha`` (for point-wise sweeps; thresholds use only its range).
 DEFAULT_ALPHA_GRID = tuple(np.round(np.geomspace(0.25, 5.0, 16), 4))
+#: Default ``alpha`` range searched by the continuation-based functions.
+DEFAULT_RANGE = (0.2, 6.0)
+#: Quadrature of the continuation: 2^14 symmetrised scrambled Sobol points (:class:`Quadrature` "sobol-sym").
+#: Tensor Gauss-Hermite rules put large weights on a few central node orbits; where one of them switches
+#: proximal minimum the map jumps by a few per cent, which creates spurious folds near the ends of the
+#: branches (seen at omega = 0 with 12 nodes per dimension). Equal weights of 6e-5 keep every switch small,
+#: and the symmetrisation keeps m = 0 and theta = 0 exactly invariant (plain Sobol points do not, and leave
+#: spurious fixed points with theta ~ 1e-3 below the end of the semantic branch).
+SMOOTH_QUADRATURE = Quadrature("sobol-sym", 14)
+#: Temperature of the smoothed choice between a node's two best proximal minima used by the continuation
+#: (:class:`~attnlib.state_evolution.SESolver` ``tie_smoothing``): about 0.3 % of the nodes lie within it of a
+#: tie, so it moves the fixed points by far less than the quadrature error while making the map smooth.
+TIE_SMOOTHING = 5e-5
 #: Pinned value of the held overlap used to measure the curvature across a branch.
 CURVATURE_STEP = 0.02
 #: Iterations allowed to the plain damped iteration that double-checks a branch's disappearance.
 PLAIN_MAX_ITER = 300
 #: A branch whose defining overlap (theta or m) is below this times rho has merged with the agnostic point.
-EXISTENCE_TOL = 1e-3
+EXISTENCE_TOL = VANISH_FLOOR
 
 
 class ThresholdNotFound(RuntimeError):
@@ -56,11 +82,6 @@ def _check_grid(alphas) -> np.ndarray:
     for a in arr:
         check_alpha(a)
     return arr
-
-
-def _defining_overlap(x, branch: str) -> float:
-    """``|theta|`` for the semantic branch, ``|m|`` otherwise (the overlap whose vanishing ends a branch)."""
-    return abs(x.theta if branch == "semantic" else x.m)
 
 
 def follow_branch(params: TaskParams, alpha: float, branch: str, start: Overlaps | None,
@@ -79,8 +100,8 @@ def follow_branch(params: TaskParams, alpha: float, branch: str, start: Overlaps
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         res = solve_state_evolution(params, alpha, branch, start=start, solver=solver)
-        if start is None or _defining_overlap(start, branch) < floor or (
-                res.converged and _defining_overlap(res, branch) >= floor):
+        if start is None or defining_overlap(branch, start) < floor or (
+                res.converged and defining_overlap(branch, res) >= floor):
             return res
         plain = replace(solver, anderson=0, max_iter=max(solver.max_iter, PLAIN_MAX_ITER))
         again = solve_state_evolution(params, alpha, branch, start=start, solver=plain)
@@ -135,143 +156,6 @@ def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
     return df.sort_values(["branch", "alpha"]).reset_index(drop=True)
 
 
-def _nearest_start(table: dict, alpha: float):
-    if not table:
-        return None
-    key = min(table, key=lambda a: abs(a - alpha))
-    return table[key]
-
-
-def energy_gap(params: TaskParams, alpha: float, solver: SESolver | None = None, starts=None) -> float:
-    """``eps_t(semantic) - eps_t(positional)`` at ``alpha`` (negative where the semantic minimum is global)."""
-    starts = starts or {}
-    sem = follow_branch(params, alpha, "semantic", starts.get("semantic"), solver)
-    pos = follow_branch(params, alpha, "positional", starts.get("positional"), solver)
-    return sem.train_loss - pos.train_loss
-
-
-def _bracket(alphas, values):
-    """First sign change (+ to -) of ``values`` along increasing ``alphas``; None if there is none."""
-    for i in range(len(alphas) - 1):
-        if values[i] > 0 >= values[i + 1]:
-            return alphas[i], alphas[i + 1]
-    return None
-
-
-def _refine_root(f, lo: float, hi: float, f_lo: float | None, f_hi: float | None, xtol: float, name: str) -> float:
-    """Brent's method on ``[lo, hi]``; if ``f`` recomputed at the ends (from other warm starts) no longer
-    changes sign there -- the fixed points are only piecewise smooth in ``alpha`` -- fall back to the linear
-    interpolation of the bracketing values (``f_lo``, ``f_hi``, or ``f`` at the ends), with a warning."""
-    a, b = f(lo), f(hi)
-    if a * b < 0:
-        return brentq(f, lo, hi, xtol=xtol)
-    f_lo = a if f_lo is None else f_lo
-    f_hi = b if f_hi is None else f_hi
-    root = lo + (hi - lo) * f_lo / (f_lo - f_hi) if f_lo != f_hi else 0.5 * (lo + hi)
-    warnings.warn(f"{name}: the bracket [{lo:g}, {hi:g}] did not keep its sign change when recomputed; "
-                  f"returning the linear interpolation {root:.4g} of the bracketing values", ConvergenceWarning,
-                  stacklevel=3)
-    return float(min(max(root, lo), hi))
-
-
-def critical_alpha(params: TaskParams, solver: SESolver | None = None, alphas=DEFAULT_ALPHA_GRID,
-                   xtol: float = 1e-4, use_cache: bool = True) -> float:
-    """``alpha_c``: where the semantic and positional training losses are equal (spec section 3).
-
-    The gap ``eps_t(sem) - eps_t(pos)`` is evaluated on the coarse grid ``alphas`` (both branches with warm
-    starts) to bracket its first sign change from + to -, then refined by Brent's method to ``xtol`` (each
-    evaluation warm-started from the nearest grid point).
-
-    Raises
-    ------
-    ThresholdNotFound
-        If the gap does not change sign on the grid (no transition in that range).
-    """
-    solver = solver or SESolver()
-
-    def compute():
-        df = alpha_sweep(params, alphas, solver=solver, use_cache=use_cache)
-        sem = df[df.branch == "semantic"].set_index("alpha")
-        pos = df[df.branch == "positional"].set_index("alpha")
-        ok = sem.converged & pos.converged
-        grid = np.array(sem.index[ok])
-        gap = (sem.train_loss - pos.train_loss)[ok].to_numpy()
-        br = _bracket(grid, gap)
-        if br is None:
-            return None
-        starts = {b: {a: Overlaps(r.q, r.m, r.V, r.theta) for a, r in d[ok].iterrows()}
-                  for b, d in (("semantic", sem), ("positional", pos))}
-
-        def f(a):
-            return energy_gap(params, a, solver, {b: _nearest_start(s, a) for b, s in starts.items()})
-
-        return _refine_root(f, *br, gap[list(grid).index(br[0])], gap[list(grid).index(br[1])], xtol, "alpha_c")
-
-    value = cached("alpha-c", compute, use_cache=use_cache, params=params, solver=solver, alphas=alphas,
-                   xtol=xtol)
-    if value is None:
-        raise ThresholdNotFound(f"semantic and positional training losses do not cross for alpha in "
-                                f"[{min(alphas)}, {max(alphas)}] (omega={params.omega:g})")
-    return float(value)
-
-
-def linear_crossing_alpha(params: TaskParams, solver: SESolver | None = None, alphas=DEFAULT_ALPHA_GRID,
-                          xtol: float = 1e-4, use_cache: bool = True) -> float:
-    """``alpha_l``: the smallest ``alpha`` where the global minimum's test error falls below ``eps_lin``.
-
-    The global minimum is the branch of lowest ``eps_t`` (semantic above ``alpha_c``), so its ``eps_g``
-    jumps at ``alpha_c``; if the jump already takes it below ``eps_lin``, ``alpha_l = alpha_c``. Otherwise
-    the crossing of the continuous part is refined by Brent's method.
-
-    Raises
-    ------
-    ThresholdNotFound
-        If the global-minimum test error stays above ``eps_lin`` on the grid.
-    """
-    solver = solver or SESolver()
-
-    def compute():
-        eps_lin = linear_baseline_error(params)
-        df = alpha_sweep(params, alphas, solver=solver, use_cache=use_cache)
-        sem = df[df.branch == "semantic"].set_index("alpha")
-        pos = df[df.branch == "positional"].set_index("alpha")
-        try:
-            a_c = critical_alpha(params, solver, alphas, xtol, use_cache)
-        except ThresholdNotFound:
-            a_c = math.inf
-        grid = np.array(sem.index)
-        glob = np.where(grid < a_c, pos.test_error.to_numpy(), sem.test_error.to_numpy())
-        branch_of = np.where(grid < a_c, "positional", "semantic")
-        below = np.nonzero(glob < eps_lin)[0]
-        if below.size == 0:
-            return None
-        i = below[0]
-        if i == 0:
-            return float(grid[0])
-        lo, hi = grid[i - 1], grid[i]
-        if branch_of[i] != branch_of[i - 1]:  # the crossing is at the jump, or just after it
-            sem_at_c = follow_branch(params, a_c, "semantic", Overlaps(*sem.loc[hi, ["q", "m", "V", "theta"]]),
-                                     solver)
-            if sem_at_c.test_error < eps_lin:
-                return float(a_c)
-            lo = a_c
-        branch = branch_of[i]
-        ref = (sem if branch == "semantic" else pos).loc[hi]
-
-        def f(a):
-            return follow_branch(params, a, branch, Overlaps(ref.q, ref.m, ref.V, ref.theta), solver).test_error \
-                - eps_lin
-
-        return _refine_root(f, lo, hi, None, None, xtol, "alpha_l")
-
-    value = cached("alpha-l", compute, use_cache=use_cache, params=params, solver=solver, alphas=alphas,
-                   xtol=xtol)
-    if value is None:
-        raise ThresholdNotFound(f"the global minimum's test error stays above eps_lin for alpha in "
-                                f"[{min(alphas)}, {max(alphas)}] (omega={params.omega:g})")
-    return float(value)
-
-
 def branch_curvature(params: TaskParams, alpha: float, branch: str, solver: SESolver | None = None,
                      start: Overlaps | None = None, step: float = CURVATURE_STEP) -> float:
     """Curvature of the training loss across a branch, along its held overlap.
@@ -286,8 +170,6 @@ def branch_curvature(params: TaskParams, alpha: float, branch: str, solver: SESo
     base = solve_state_evolution(params, alpha, branch, start=start, solver=solver)
     x = base.overlaps
     if branch == "semantic":
-        if not params.swap_symmetric:
-            raise ValueError("the semantic curvature along m needs a token-swap-symmetric A (A_11 == A_22)")
         pinned = solve_state_evolution(params, alpha, branch, solver=solver, fix_m=step,
                                        start=Overlaps(x.q, step, x.V, x.theta))
     else:
@@ -298,99 +180,401 @@ def branch_curvature(params: TaskParams, alpha: float, branch: str, solver: SESo
     return (pinned.train_loss - base.train_loss) / step**2
 
 
-def branch_exists(params: TaskParams, alpha: float, branch: str, solver: SESolver | None = None,
-                  start: Overlaps | None = None) -> tuple[bool, SEResult]:
-    """Is ``branch`` a distinct local minimum of the training loss at ``alpha``?
 
-    It is when its fixed point converges, its defining overlap is non-zero (``theta`` for the semantic
-    branch, ``m`` for the positional one, above ``EXISTENCE_TOL * rho``: otherwise it has merged with the
-    agnostic point) and the training loss curves upwards along its held overlap
-    (:func:`branch_curvature` ``> 0``; not measured for a semantic branch without token-swap symmetry,
-    which holds no overlap). From a ``start`` on the branch, the point is followed continuously
-    (:func:`follow_branch`).
-    """
-    res = follow_branch(params, alpha, branch, start, solver)
+
+def continuation_settings(solver: SESolver | Continuation | None = None) -> Continuation:
+    """The continuation settings used by the thresholds: ``solver`` if it is a :class:`Continuation`; an
+    :class:`SESolver` wrapped as it is; by default the smooth rule :data:`SMOOTH_QUADRATURE` with
+    :data:`TIE_SMOOTHING`."""
+    if isinstance(solver, Continuation):
+        return solver
+    if isinstance(solver, SESolver):
+        return Continuation(solver=solver)
+    if solver is None:
+        return Continuation(solver=SESolver(quadrature=SMOOTH_QUADRATURE, tie_smoothing=TIE_SMOOTHING))
+    raise ValueError(f"solver must be an SESolver, a Continuation or None, got {type(solver).__name__}")
+
+
+def _trace_range(lo: float, hi: float) -> tuple[float, float]:
+    """The range over which thresholds trace the branches: the default range, widened to include
+    ``[lo, hi]`` (so that a narrower search range reuses the same traces and the same branch)."""
+    return min(lo, DEFAULT_RANGE[0]), max(hi, DEFAULT_RANGE[1])
+
+
+def _range(alpha_range, alphas) -> tuple[float, float]:
+    if alphas is not None:
+        grid = _check_grid(alphas)
+        alpha_range = (float(grid.min()), float(grid.max()))
+    lo, hi = (check_alpha(a) for a in alpha_range)
+    if not lo < hi:
+        raise ValueError(f"alpha_range must be increasing, got ({lo}, {hi})")
+    return lo, hi
+
+
+#: Number of points of the range at which :func:`branch_trace` looks for the positional branch.
+_POSITIONAL_PROBES = 7
+
+
+def _positional_starts(params: TaskParams, lo: float, hi: float, solver: SESolver) -> list:
+    """Where the positional branch is unambiguous: the points of a coarse probe of the range (the
+    state-evolution iteration of ``solver`` from ``m = 0.25``, ``V = 10``) where ``m`` is clearly non-zero
+    (ten times the vanishing floor), largest ``m`` first, as ``(alpha, overlaps)``."""
+    start = Overlaps(q=0.2 * params.rho, m=0.25, V=10.0, theta=0.0)
+    found = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        if not res.converged:
-            return False, res
-        if _defining_overlap(res, branch) < EXISTENCE_TOL * params.rho:
-            return False, res
-        if branch == "semantic" and not params.swap_symmetric:
-            return True, res
-        return bool(branch_curvature(params, alpha, branch, solver, start=res.overlaps) > 0), res
+        for a in np.geomspace(lo, hi, _POSITIONAL_PROBES):
+            res = solve_state_evolution(params, float(a), "positional", start=start, solver=solver)
+            if res.converged and abs(res.m) >= 10 * VANISH_FLOOR * params.rho:
+                found.append((abs(res.m), float(a), res.overlaps))
+    return [(a, x) for _, a, x in sorted(found, key=lambda f: -f[0])]
 
 
-def spinodal_alpha(params: TaskParams, branch: str, solver: SESolver | None = None, alphas=DEFAULT_ALPHA_GRID,
-                   xtol: float = 1e-3, use_cache: bool = True) -> float | None:
-    """Where ``branch`` stops existing as a local minimum of the training loss (:func:`branch_exists`).
+def _trace_to_json(trace: BranchTrace) -> dict:
+    return {"table": trace.table.to_dict(orient="list"),
+            "lower": [trace.lower.kind, trace.lower.alpha, trace.lower.detail],
+            "upper": [trace.upper.kind, trace.upper.alpha, trace.upper.detail],
+            "converged": trace.converged, "seconds": trace.seconds, "n_evaluations": trace.n_evaluations}
 
-    The branch is followed along the grid (the semantic one from large to small ``alpha``, the positional one
-    from small to large), warm-starting each point from the last one where it exists; the first change from
-    "exists" to "does not" is refined by bisection to ``xtol``. Returns ``None`` if there is no such change
-    on the grid (the branch exists throughout, or nowhere).
+
+def _trace_from_json(params: TaskParams, branch: str, alpha_range, doc: dict) -> BranchTrace:
+    table = pd.DataFrame(doc["table"])
+    for col in table.columns:
+        if table[col].dtype == object:  # non-finite floats come back from the cache as strings
+            try:
+                table[col] = table[col].astype(float)
+            except (TypeError, ValueError):
+                pass
+    table["partner"] = table["partner"].astype(bool)
+    table["converged"] = table["converged"].astype(bool)
+    return BranchTrace(params=params, branch=branch, table=table, lower=BranchEnd(*doc["lower"]),
+                       upper=BranchEnd(*doc["upper"]), alpha_range=tuple(alpha_range),
+                       converged=bool(doc["converged"]), seconds=float(doc["seconds"]),
+                       n_evaluations=int(doc["n_evaluations"]))
+
+
+def branch_trace(params: TaskParams, branch: str, alpha_range=DEFAULT_RANGE, solver=None,
+                 use_cache: bool = True) -> BranchTrace | None:
+    """A branch followed by continuation to its ends (:func:`attnlib.continuation.trace_branch`), cached.
+
+    The semantic branch is started at the top of ``alpha_range`` (where it is the global minimum), the
+    positional one where a coarse probe of the range finds its ``m`` largest (:func:`_positional_starts`).
+    Returns None if the branch is not found.
     """
     if branch not in ("semantic", "positional"):
         raise ValueError(f"branch must be 'semantic' or 'positional', got {branch!r}")
-    solver = solver or SESolver()
+    settings = continuation_settings(solver)
+    lo, hi = _range(alpha_range, None)
 
     def compute():
-        grid = np.sort(_check_grid(alphas))
         if branch == "semantic":
-            grid = grid[::-1]
-        start, prev = None, None
-        for a in grid:
-            ok, res = branch_exists(params, float(a), branch, solver, start)
-            if ok:
-                start, prev = res.overlaps, float(a)
+            tries = [(hi, None)]
+        else:
+            tries = _positional_starts(params, lo, hi, settings.solver)
+        for a0, start in tries:
+            try:
+                trace = trace_branch(params, branch, a0, (lo, hi), settings, start=start)
+            except ValueError:
                 continue
-            if prev is None:
-                return None  # does not exist where the search starts
-            good, bad = prev, float(a)
-            while abs(good - bad) > xtol:
-                mid = 0.5 * (good + bad)
-                ok, res = branch_exists(params, mid, branch, solver, start)
-                if ok:
-                    good, start = mid, res.overlaps
-                else:
-                    bad = mid
-            return 0.5 * (good + bad)
+            return _trace_to_json(trace)
         return None
 
-    value = cached("spinodal", compute, use_cache=use_cache, params=params, branch=branch, solver=solver,
-                   alphas=alphas, xtol=xtol)
-    return None if value is None else float(value)
+    doc = cached("branch-trace", compute, use_cache=use_cache, params=params, branch=branch,
+                 alpha_range=(lo, hi), settings=settings)
+    return None if doc is None else _trace_from_json(params, branch, (lo, hi), doc)
 
 
-def _phase_point(params, solver, alphas, spinodals, use_cache):
+def branch_point(trace: BranchTrace, alpha: float, settings: Continuation | None = None,
+                 fmap: FixedPointMap | None = None) -> SEResult:
+    """The fixed point of a traced branch at ``alpha``, by Newton's method from the trace's interpolation
+    (:meth:`BranchTrace.start_near`); if Newton fails, the log-linear interpolation of the trace's rows
+    (with ``converged=False``)."""
+    settings = settings or continuation_settings()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = newton_fixed_point(trace.params, alpha, trace.branch, trace.start_near(alpha), settings, fmap)
+    if res.converged:
+        return res
+    st = trace.stable
+    la = np.log(st.alpha.to_numpy())
+    vals = {c: float(np.interp(math.log(alpha), la, st[c].to_numpy(float)))
+            for c in ("q", "m", "V", "theta", "q_hat", "m_hat", "V_hat", "theta_hat", "test_error", "train_loss")}
+    return SEResult(params=trace.params, alpha=float(alpha), branch=trace.branch, **vals, converged=False,
+                    n_iter=res.n_iter, residual=res.residual)
+
+
+def _interp(trace: BranchTrace, column: str, alphas: np.ndarray) -> np.ndarray:
+    st = trace.stable
+    return np.interp(np.log(alphas), np.log(st.alpha.to_numpy()), st[column].to_numpy(float))
+
+
+def _coexistence(sem: BranchTrace, pos: BranchTrace) -> tuple[float, float]:
+    lo = max(sem.lower.alpha, pos.lower.alpha, sem.stable.alpha.min(), pos.stable.alpha.min())
+    hi = min(sem.upper.alpha, pos.upper.alpha, sem.stable.alpha.max(), pos.stable.alpha.max())
+    return lo, hi
+
+
+def energy_gap(params: TaskParams, alpha: float, solver=None, alpha_range=DEFAULT_RANGE,
+               use_cache: bool = True) -> float:
+    """``eps_t(semantic) - eps_t(positional)`` at ``alpha`` on the traced branches (negative where the
+    semantic minimum is global); NaN where a branch does not exist."""
+    settings = continuation_settings(solver)
+    rng = _trace_range(*_range(alpha_range, None))
+    sem = branch_trace(params, "semantic", rng, settings, use_cache)
+    pos = branch_trace(params, "positional", rng, settings, use_cache)
+    if sem is None or pos is None:
+        return math.nan
+    lo, hi = _coexistence(sem, pos)
+    if not lo <= alpha <= hi:
+        return math.nan
+    return branch_point(sem, alpha, settings).train_loss - branch_point(pos, alpha, settings).train_loss
+
+
+def _bracket(alphas, values):
+    """First sign change (+ to -) of ``values`` along increasing ``alphas``; None if there is none."""
+    for i in range(len(alphas) - 1):
+        if values[i] > 0 >= values[i + 1]:
+            return alphas[i], alphas[i + 1]
+    return None
+
+
+def _root(f, lo: float, hi: float, xtol: float) -> float:
+    return float(brentq(f, lo, hi, xtol=xtol))
+
+
+def critical_alpha(params: TaskParams, solver=None, alphas=None, xtol: float = 1e-4, use_cache: bool = True,
+                   alpha_range=DEFAULT_RANGE) -> float:
+    """``alpha_c``: where the semantic and positional training losses are equal (spec section 3).
+
+    Both branches are traced by continuation (:func:`branch_trace`); the gap ``eps_t(sem) - eps_t(pos)`` is
+    bracketed on the traces' points where both branches exist as distinct branches (their coexistence
+    interval) at its first change from + to -, and refined by Brent's method to ``xtol`` on Newton-solved
+    fixed points (:func:`branch_point`). ``alphas`` (a grid) or ``alpha_range`` only set the range searched,
+    so any grid that brackets the transition gives the same value.
+
+    Raises
+    ------
+    ThresholdNotFound
+        With the reason: a branch does not exist in the range, the branches do not coexist, or the gap does
+        not change sign where they do.
+    """
+    settings = continuation_settings(solver)
+    lo, hi = _range(alpha_range, alphas)
+
+    def compute():
+        sem = branch_trace(params, "semantic", _trace_range(lo, hi), settings, use_cache)
+        pos = branch_trace(params, "positional", _trace_range(lo, hi), settings, use_cache)
+        if sem is None or pos is None:
+            missing = "semantic" if sem is None else "positional"
+            return {"value": None, "reason": f"the {missing} branch does not exist on [{lo:g}, {hi:g}]"}
+        c_lo, c_hi = _coexistence(sem, pos)
+        c_lo, c_hi = max(c_lo, lo), min(c_hi, hi)
+        if not c_lo < c_hi:
+            return {"value": None, "reason": f"the branches do not coexist on [{lo:g}, {hi:g}] (semantic on "
+                    f"[{sem.lower.alpha:.4g}, {sem.upper.alpha:.4g}], positional on [{pos.lower.alpha:.4g}, "
+                    f"{pos.upper.alpha:.4g}])"}
+        grid = np.unique(np.concatenate([sem.stable.alpha, pos.stable.alpha]))
+        grid = np.unique(np.concatenate([[c_lo, c_hi], grid[(grid > c_lo) & (grid < c_hi)]]))
+        gap = _interp(sem, "train_loss", grid) - _interp(pos, "train_loss", grid)
+        br = _bracket(grid, gap)
+        if br is None:
+            lower = "semantic" if gap.max() < 0 else "positional" if gap.min() > 0 else "neither"
+            return {"value": None, "reason": f"the {lower} branch has the lower training loss wherever both exist "
+                    f"([{c_lo:.4g}, {c_hi:.4g}]); no transition on [{lo:g}, {hi:g}]"}
+        fmaps = {b: FixedPointMap(params, b, settings.solver) for b in ("semantic", "positional")}
+
+        def f(a):
+            return (branch_point(sem, a, settings, fmaps["semantic"]).train_loss
+                    - branch_point(pos, a, settings, fmaps["positional"]).train_loss)
+
+        a, b = br
+        try:
+            value = _root(f, a, b, xtol)
+        except ValueError:  # the refined ends lost the sign change: keep the interpolated root
+            ga, gb = gap[list(grid).index(a)], gap[list(grid).index(b)]
+            value = a + (b - a) * ga / (ga - gb)
+            warnings.warn(f"alpha_c: Newton-solved gap lost its sign change on [{a:.4g}, {b:.4g}]; "
+                          f"interpolated root {value:.5g}", ConvergenceWarning, stacklevel=3)
+        return {"value": value, "reason": ""}
+
+    out = cached("alpha-c", compute, use_cache=use_cache, params=params, settings=settings, alpha_range=(lo, hi),
+                 xtol=xtol)
+    if out["value"] is None:
+        raise ThresholdNotFound(f"alpha_c (omega={params.omega:g}): {out['reason']}")
+    return float(out["value"])
+
+
+def linear_crossing_alpha(params: TaskParams, solver=None, alphas=None, xtol: float = 1e-4,
+                          use_cache: bool = True, alpha_range=DEFAULT_RANGE) -> float:
+    """``alpha_l``: the smallest ``alpha`` where the global minimum's test error falls below ``eps_lin``.
+
+    The global minimum is the positional branch below ``alpha_c`` and the semantic one above (if there is no
+    transition in the range, the branch that has the lower ``eps_t`` wherever both exist, or the only one
+    that exists). Its ``eps_g`` jumps at ``alpha_c``; if the jump already takes it below ``eps_lin``,
+    ``alpha_l = alpha_c``. Crossings are bracketed on the traces and refined by Brent's method on
+    Newton-solved fixed points.
+
+    Raises
+    ------
+    ThresholdNotFound
+        If the global minimum's test error stays above ``eps_lin`` on the range.
+    """
+    settings = continuation_settings(solver)
+    lo, hi = _range(alpha_range, alphas)
+
+    def compute():
+        eps_lin = linear_baseline_error(params)
+        traces = {b: branch_trace(params, b, _trace_range(lo, hi), settings, use_cache)
+                  for b in ("semantic", "positional")}
+        try:
+            a_c = critical_alpha(params, settings, xtol=xtol, use_cache=use_cache, alpha_range=(lo, hi))
+        except ThresholdNotFound:
+            a_c = None
+        pieces = []  # (branch, from, to) of the global minimum, in increasing alpha
+        sem, pos = traces["semantic"], traces["positional"]
+        if a_c is not None:
+            pieces = [("positional", max(lo, pos.lower.alpha), a_c), ("semantic", a_c, min(hi, sem.upper.alpha))]
+        else:
+            for b, tr in traces.items():
+                if tr is not None:
+                    other = traces["positional" if b == "semantic" else "semantic"]
+                    if other is None or energy_below(tr, other):
+                        pieces = [(b, max(lo, tr.lower.alpha), min(hi, tr.upper.alpha))]
+        for b, a, z in pieces:
+            tr = traces[b]
+            if not a < z:
+                continue
+            grid = np.unique(np.concatenate([[a, z], tr.stable.alpha[(tr.stable.alpha > a) & (tr.stable.alpha < z)]]))
+            err = _interp(tr, "test_error", grid) - eps_lin
+            if b == "semantic" and a_c is not None and branch_point(tr, a, settings).test_error < eps_lin:
+                return {"value": a, "reason": ""}
+            br = _bracket(grid, err)
+            if br is None:
+                continue
+            fmap = FixedPointMap(params, b, settings.solver)
+            try:
+                value = _root(lambda x: branch_point(tr, x, settings, fmap).test_error - eps_lin, *br, xtol)
+            except ValueError:
+                i = list(grid).index(br[0])
+                value = grid[i] + (grid[i + 1] - grid[i]) * err[i] / (err[i] - err[i + 1])
+            return {"value": value, "reason": ""}
+        return {"value": None, "reason": f"the global minimum's test error stays above eps_lin = {eps_lin:.4g} "
+                f"on [{lo:g}, {hi:g}]"}
+
+    out = cached("alpha-l", compute, use_cache=use_cache, params=params, settings=settings, alpha_range=(lo, hi),
+                 xtol=xtol)
+    if out["value"] is None:
+        raise ThresholdNotFound(f"alpha_l (omega={params.omega:g}): {out['reason']}")
+    return float(out["value"])
+
+
+def energy_below(trace: BranchTrace, other: BranchTrace) -> bool:
+    """Whether ``trace`` has the lower training loss than ``other`` on their coexistence interval (at its
+    middle, in log alpha), or ``other`` does not coexist with it."""
+    lo = max(trace.lower.alpha, other.lower.alpha)
+    hi = min(trace.upper.alpha, other.upper.alpha)
+    if not lo < hi:
+        return True
+    mid = np.array([math.sqrt(lo * hi)])
+    return bool(_interp(trace, "train_loss", mid)[0] <= _interp(other, "train_loss", mid)[0])
+
+
+def branch_ends(params: TaskParams, solver=None, alpha_range=DEFAULT_RANGE, use_cache: bool = True) -> pd.DataFrame:
+    """Where each branch ends and how (:data:`attnlib.continuation.END_KINDS`; traced over ``alpha_range``
+    widened to :data:`DEFAULT_RANGE`): one row per (branch, side) with ``kind``, ``alpha`` and the defining
+    overlap at the last point of the branch."""
+    settings = continuation_settings(solver)
+    rng = _trace_range(*_range(alpha_range, None))
+    rows = []
+    for b in ("semantic", "positional"):
+        tr = branch_trace(params, b, rng, settings, use_cache)
+        for side in ("lower", "upper"):
+            if tr is None:
+                rows.append({"branch": b, "side": side, "kind": "absent", "alpha": math.nan, "overlap": math.nan})
+                continue
+            end = getattr(tr, side)
+            st = tr.stable
+            last = st.iloc[0] if side == "lower" else st.iloc[-1]
+            rows.append({"branch": b, "side": side, "kind": end.kind, "alpha": end.alpha,
+                         "overlap": defining_overlap(b, last)})
+    return pd.DataFrame(rows)
+
+
+def _phase_point(params, settings, alpha_range, use_cache):
     row = {"omega": params.omega, "eps_lin": linear_baseline_error(params)}
     for name, fn in (("alpha_c", critical_alpha), ("alpha_l", linear_crossing_alpha)):
         try:
-            row[name] = fn(params, solver, alphas, use_cache=use_cache)
-        except ThresholdNotFound:
+            row[name] = fn(params, settings, use_cache=use_cache, alpha_range=alpha_range)
+            row[f"reason_{name}"] = ""
+        except ThresholdNotFound as exc:
             row[name] = math.nan
-    if spinodals:
-        for branch in ("semantic", "positional"):
-            s = spinodal_alpha(params, branch, solver, alphas, use_cache=use_cache)
-            row[f"spinodal_{branch}"] = math.nan if s is None else s
+            row[f"reason_{name}"] = str(exc)
+    ends = branch_ends(params, settings, alpha_range, use_cache)
+    for r in ends.itertuples():
+        row[f"{r.branch}_{r.side}_alpha"] = r.alpha
+        row[f"{r.branch}_{r.side}_kind"] = r.kind
     return row
 
 
-def phase_diagram(params: TaskParams, omegas, solver: SESolver | None = None, alphas=DEFAULT_ALPHA_GRID,
-                  spinodals: bool = False, n_jobs: int = -1, progress: bool = False,
-                  use_cache: bool = True) -> pd.DataFrame:
-    """``alpha_c(omega)``, ``alpha_l(omega)`` (and optionally the spinodals) over a grid of ``omega``.
+def _with_scrambling(settings: Continuation, seed: int) -> Continuation:
+    q = settings.solver.quadrature
+    if q.rule == "gauss-hermite":
+        raise ValueError("scramblings > 1 needs a Sobol rule (a Gauss-Hermite rule has no random scrambling)")
+    return replace(settings, solver=replace(settings.solver, quadrature=replace(q, seed=seed)))
 
-    Runs the values of ``omega`` in parallel through :class:`joblib.Parallel` (``n_jobs``; switch the
-    backend with ``joblib.parallel_backend`` to use e.g. a Dask cluster). ``NaN`` marks a threshold that
-    has no crossing in the ``alpha`` range (the column is then explained by ``found_*``).
+
+def phase_diagram(params: TaskParams, omegas, solver=None, alpha_range=DEFAULT_RANGE, n_jobs: int = -1,
+                  progress: bool = False, use_cache: bool = True, scramblings: int = 1) -> pd.DataFrame:
+    """``alpha_c(omega)``, ``alpha_l(omega)`` and the branch ends over a grid of ``omega``, as a tidy table.
+
+    One row per ``omega`` (and per scrambling of the Sobol rule, column ``scrambling``, when
+    ``scramblings > 1``: scramblings ``0 .. scramblings-1`` are independent randomisations of the quadrature,
+    whose spread measures its error; :func:`summarise_phase_diagram` averages them): ``eps_lin``, ``alpha_c``,
+    ``alpha_l`` (NaN with the reason in ``reason_*`` when there is no transition in the range), ``found_*``, and
+    for each branch and side the end's ``alpha`` and kind (``semantic_lower_alpha``, ``semantic_lower_kind``,
+    ...). Points run in parallel through :class:`joblib.Parallel` (``n_jobs``).
     """
-    solver = solver or SESolver()
+    from .parallel import run_jobs
+
+    settings = continuation_settings(solver)
+    if isinstance(scramblings, bool) or not isinstance(scramblings, (int, np.integer)) or scramblings < 1:
+        raise ValueError(f"scramblings must be an integer >= 1, got {scramblings!r}")
+    seeds = [settings.solver.quadrature.seed] if scramblings == 1 else list(range(scramblings))
     omegas = np.atleast_1d(np.asarray(omegas, dtype=float))
-    tasks = [replace(params, omega=float(w)) for w in omegas]
-    it = tqdm(tasks, desc="phase diagram", disable=not progress)
-    rows = Parallel(n_jobs=n_jobs)(delayed(_phase_point)(p, solver, alphas, spinodals, use_cache) for p in it)
-    df = pd.DataFrame(rows)
+    rng = _range(alpha_range, None)
+    jobs, labels = [], []
+    for seed in seeds:
+        st = settings if scramblings == 1 else _with_scrambling(settings, seed)
+        for w in omegas:
+            jobs.append((_phase_point, dict(params=replace(params, omega=float(w)), settings=st, alpha_range=rng,
+                                            use_cache=use_cache)))
+            labels.append(seed)
+    df = pd.DataFrame(run_jobs(jobs, n_jobs=n_jobs, progress=progress, desc="phase diagram"))
+    df.insert(1, "scrambling", labels)
     for name in ("alpha_c", "alpha_l"):
         df[f"found_{name}"] = np.isfinite(df[name])
-    return df
+    return df.sort_values(["omega", "scrambling"]).reset_index(drop=True)
+
+
+def summarise_phase_diagram(df: pd.DataFrame) -> pd.DataFrame:
+    """Average a :func:`phase_diagram` table over its scramblings: per ``omega`` the mean of every threshold
+    and end ``alpha`` over the scramblings where it was found, its standard error (``*_err``, NaN with one
+    scrambling), the number found (``*_n``), and for each end the most frequent kind (``*_kind``) with its
+    count (``*_kind_n``)."""
+    rows = []
+    value_cols = ["alpha_c", "alpha_l"] + [c for c in df.columns if c.endswith("_alpha")]
+    kind_cols = [c for c in df.columns if c.endswith("_kind")]
+    for w, sub in df.groupby("omega"):
+        row = {"omega": float(w), "eps_lin": float(sub.eps_lin.iloc[0]), "scramblings": int(len(sub))}
+        for c in value_cols:
+            v = sub[c].to_numpy(float)
+            v = v[np.isfinite(v)]
+            row[c] = float(v.mean()) if len(v) else math.nan
+            row[f"{c}_err"] = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else math.nan
+            row[f"{c}_n"] = int(len(v))
+        for c in kind_cols:
+            counts = sub[c].value_counts()
+            row[c] = str(counts.index[0])
+            row[f"{c}_n"] = int(counts.iloc[0])
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,580 @@
+"""Pseudo-arclength continuation of the state-evolution fixed points along ``alpha``.
+
+A branch is a curve of fixed points ``x = F(x; alpha)`` of the state evolution (spec section 3) with its
+symmetric overlap held at zero (:func:`attnlib.state_evolution._hold`). Damped iteration follows it only while
+the fixed point attracts the iteration, and it slows down (or jumps to another fixed point) where the branch
+ends. Here the fixed point is instead continued as a solution curve of the residual
+
+    r(u, t) = U(F(x(u); e^t)) - u = 0,     t = log alpha,
+
+in the coordinates ``u = (log q, m/rho, log V, theta/rho)`` restricted to the branch's free overlaps
+(:data:`FREE_OVERLAPS`), by a tangent predictor and a Newton corrector on the augmented system
+``[r(z); tau . (z - z_pred)] = 0``, ``z = (u, t)`` (Keller's pseudo-arclength method; Allgower & Georg,
+*Introduction to Numerical Continuation Methods*, ch. 2). The Jacobian ``[r_u, r_t]`` is formed by forward
+differences (``k + 1`` evaluations of ``F`` for ``k`` free overlaps) once per step and updated by Broyden's rule
+within the corrector. The tangent ``tau`` is its null vector, oriented like the previous one.
+
+Every evaluation of ``F`` uses the solver's deterministic global proximal search
+(:func:`attnlib.proximal.solve_prox`), so ``r`` is a fixed function. It is only piecewise smooth: when the
+proximal point of a quadrature node switches between local minima the map jumps by about that node's weight
+(~1e-6 relative at the default Gauss-Hermite order 12). The finite-difference step (:attr:`Continuation.fd_step`)
+is chosen well above that level and the Newton tolerance at it; a rougher map (fewer nodes) would need a
+smoother rule (more nodes, or Sobol points: pass ``SESolver(quadrature=Quadrature("sobol", 16))``).
+
+How a branch ends (one definition, used everywhere in :mod:`attnlib`):
+
+``"fold"``
+    the curve turns back in ``alpha`` (``dt/ds`` changes sign) and the Jacobian of ``r`` in ``u`` is
+    singular there (its determinant changes sign): a saddle-node, where the branch meets a second, unstable
+    fixed point and both disappear. The fold's ``alpha`` is the vertex of a parabola through the three points
+    around the turn.
+``"vanishes"``
+    the defining overlap (``theta`` for the semantic branch, ``m`` for the positional one) goes to zero
+    continuously: the branch merges with the agnostic point ``m = theta = 0`` in a pitchfork (the symmetry
+    ``Q -> -Q`` makes the overlap appear squared in the normal form), located by extrapolating the squared
+    overlap linearly in ``alpha`` from the last points above :data:`VANISH_FLOOR`.
+``"range"``
+    the branch reached the end of the requested ``alpha`` range and goes on beyond it.
+``"lost"``
+    the corrector failed at the smallest step (reported with a warning; not a physical end).
+"""
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .exceptions import ConvergenceWarning
+from .generalisation import test_error_from_overlaps
+from .params import TaskParams, check_alpha, check_finite_scalar
+from .state_evolution import (BRANCHES, Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy,
+                              _hold, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
+                              solve_state_evolution, symmetry_generators)
+
+__all__ = ["FREE_OVERLAPS", "VANISH_FLOOR", "END_KINDS", "Continuation", "BranchEnd", "BranchTrace",
+           "FixedPointMap", "newton_fixed_point", "continue_branch", "trace_branch", "defining_overlap"]
+
+#: The overlaps that each branch leaves free (the others are held at zero).
+FREE_OVERLAPS = {"semantic": ("q", "V", "theta"), "positional": ("q", "m", "V"), "agnostic": ("q", "V"),
+                 "free": ("q", "m", "V", "theta")}
+#: A defining overlap below ``VANISH_FLOOR * rho`` counts as vanished (the branch is the agnostic point).
+VANISH_FLOOR = 1e-3
+#: The kinds of branch end (module docstring).
+END_KINDS = ("fold", "vanishes", "range", "lost")
+
+
+def defining_overlap(branch: str, x) -> float:
+    """``|theta|`` for the semantic branch, ``|m|`` for the positional one (the overlap whose vanishing ends
+    the branch); for the free state, the smaller of the two."""
+    if branch == "semantic":
+        return abs(x.theta)
+    if branch == "positional":
+        return abs(x.m)
+    if branch == "free":
+        return min(abs(x.m), abs(x.theta))
+    return 0.0
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """Settings of the pseudo-arclength continuation (kept apart from the model and the SE solver).
+
+    Parameters
+    ----------
+    solver : SESolver
+        Quadrature and proximal search of every evaluation of ``F`` (its iteration settings are used only
+        for the first point, see :func:`trace_branch`).
+    ds : float
+        First arclength step, in the units of ``z = (u, log alpha)``.
+    ds_min, ds_max : float
+        Bounds of the adaptive step; a step that needs more than ``slow_newton`` corrector iterations is
+        shrunk, one that needs at most two is grown (by ``grow``).
+    grow : float
+        Step growth factor, ``> 1``.
+    tol : float
+        Newton tolerance on ``max |r|`` (relative change of ``q`` and ``V``, absolute change of ``m/rho`` and
+        ``theta/rho``), above the jump level of the map (module docstring).
+    fd_step : float
+        Forward-difference step of the Jacobian, in ``z`` units.
+    max_newton : int
+        Corrector iterations at most per step.
+    slow_newton : int
+        Corrector iterations above which the next step is shrunk.
+    max_steps : int
+        Continuation steps at most, per direction.
+    jacobian_every : int
+        A fresh finite-difference Jacobian every this many steps (Broyden updates in between).
+    """
+
+    solver: SESolver = field(default_factory=SESolver)
+    ds: float = 0.05
+    ds_min: float = 2e-4
+    ds_max: float = 0.25
+    grow: float = 1.6
+    tol: float = 2e-6
+    fd_step: float = 1e-4
+    max_newton: int = 8
+    slow_newton: int = 4
+    max_steps: int = 300
+    jacobian_every: int = 3
+
+    def __post_init__(self):
+        for name in ("ds", "ds_min", "ds_max", "tol", "fd_step"):
+            v = check_finite_scalar(name, getattr(self, name))
+            if not v > 0:
+                raise ValueError(f"{name} must lie in (0, inf), got {v!r}")
+        if not self.ds_min <= self.ds <= self.ds_max:
+            raise ValueError(f"need ds_min <= ds <= ds_max, got {self.ds_min}, {self.ds}, {self.ds_max}")
+        if not check_finite_scalar("grow", self.grow) > 1:
+            raise ValueError(f"grow must lie in (1, inf), got {self.grow!r}")
+        for name, lo in (("max_newton", 1), ("slow_newton", 1), ("max_steps", 1), ("jacobian_every", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+
+
+class FixedPointMap:
+    """The state-evolution map of one branch in continuation coordinates.
+
+    ``u = (log q, m/rho, log V, theta/rho)`` restricted to :data:`FREE_OVERLAPS` ``[branch]``; ``t = log alpha``.
+    :meth:`residual` is ``U(F(x(u); e^t)) - u``; held overlaps are pinned at zero exactly as in
+    :func:`attnlib.state_evolution.solve_state_evolution`, with the quadrature folded by the same symmetries.
+    """
+
+    def __init__(self, params: TaskParams, branch: str, solver: SESolver | None = None):
+        if branch not in BRANCHES:
+            raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+        self.params, self.branch = params, branch
+        self.solver = solver or SESolver()
+        self.hold = _hold(params, branch)
+        self.free = FREE_OVERLAPS[branch]
+        self.nodes, self.weights = se_nodes(self.solver.quadrature, symmetry_generators(params, self.hold))
+        self.n_evaluations = 0
+        self._last = None  # (key, output) of the last exact evaluation
+        # warm (cheap) differences only follow each node's own minimum; with tie smoothing the switches
+        # between minima are part of the smooth map, and the Jacobian must see them
+        self.cheap_jacobian = self.solver.tie_smoothing == 0
+
+    # --- coordinates
+    def to_u(self, x: Overlaps) -> np.ndarray:
+        rho = self.params.rho
+        conv = {"q": lambda: math.log(x.q), "m": lambda: x.m / rho, "V": lambda: math.log(x.V),
+                "theta": lambda: x.theta / rho}
+        return np.array([conv[k]() for k in self.free])
+
+    def to_x(self, u: np.ndarray) -> Overlaps:
+        rho = self.params.rho
+        vals = dict(zip(self.free, u))
+        return Overlaps(q=math.exp(vals["q"]), m=vals.get("m", 0.0) * rho, V=math.exp(vals["V"]),
+                        theta=vals.get("theta", 0.0) * rho)
+
+    # --- the map
+    def evaluate(self, u: np.ndarray, t: float, warm: tuple | None = None):
+        """``(x, hat, mean_M, F(x), warm)`` at ``u``, ``alpha = e^t``; ``FloatingPointError`` outside the domain.
+
+        Without ``warm`` the proximal step is the solver's full deterministic search (the exact map). With
+        ``warm`` (the last item returned by an exact evaluation nearby) it is a local descent from those
+        proximal points, with the full search kept for nodes near a jump: a cheaper evaluation that follows
+        each node's minimum smoothly, used only for finite-difference Jacobians."""
+        key = (tuple(np.asarray(u, float)), float(t))
+        if warm is None and self._last is not None and self._last[0] == key:
+            return self._last[1]
+        x = self.to_x(u)
+        _check_state(x, self.params.rho)
+        self.n_evaluations += 1
+        hat, mean_M, new_warm = conjugates_and_energy(self.params, math.exp(t), x, self.nodes, self.weights,
+                                                      self.solver, self.hold, warm=warm)
+        fx = overlaps_from_conjugates(self.params, hat)
+        _check_state(fx, self.params.rho)
+        out = (x, hat, mean_M, fx, new_warm)
+        if warm is None:
+            self._last = (key, out)
+        return out
+
+    def residual(self, u: np.ndarray, t: float, warm: tuple | None = None) -> np.ndarray:
+        return self.to_u(self.evaluate(u, t, warm)[3]) - u
+
+    def jacobian(self, u: np.ndarray, t: float, r0: np.ndarray, h: float) -> np.ndarray:
+        """Forward-difference Jacobian ``[r_u, r_t]`` (shape ``k x (k+1)``) at ``(u, t)`` with ``r(u, t) = r0``
+        (``r0`` from an exact evaluation at ``(u, t)``, whose proximal points warm-start the cheap
+        evaluations of the differences). A step that leaves the domain is taken backwards instead."""
+        k = len(u)
+        warm = self.evaluate(u, t)[4] if self.cheap_jacobian else None
+        J = np.empty((k, k + 1))
+        for j in range(k + 1):
+            for sgn in (1.0, -1.0):
+                uu, tt = u.copy(), t
+                if j < k:
+                    uu[j] += sgn * h
+                else:
+                    tt += sgn * h
+                try:
+                    J[:, j] = sgn * (self.residual(uu, tt, warm) - r0) / h
+                    break
+                except FloatingPointError:
+                    if sgn < 0:
+                        raise
+        return J
+
+    def result(self, u: np.ndarray, t: float, residual: float, converged: bool, n_iter: int,
+               seconds: float = 0.0) -> SEResult:
+        """The fixed point at ``u`` as an :class:`~attnlib.state_evolution.SEResult` (conjugates, ``eps_t``,
+        ``eps_g``), in the representative with a non-negative defining overlap."""
+        x, hat, mean_M, _, _ = self.evaluate(u, t)
+        alpha = math.exp(t)
+        phi = _free_energy(self.params, alpha, x, hat, mean_M)
+        if (x.theta < 0 if self.branch in ("semantic", "free") else x.m < 0):
+            x = Overlaps(q=x.q, m=-x.m, V=x.V, theta=-x.theta)
+            hat = Conjugates(hat.q_hat, -hat.m_hat, hat.V_hat, -hat.theta_hat)
+        eps_g = test_error_from_overlaps(self.params, x.q, x.m, x.theta)
+        return SEResult(params=self.params, alpha=alpha, branch=self.branch, q=x.q, m=x.m, V=x.V, theta=x.theta,
+                        q_hat=hat.q_hat, m_hat=hat.m_hat, V_hat=hat.V_hat, theta_hat=hat.theta_hat,
+                        test_error=eps_g, train_loss=-phi, converged=converged, n_iter=n_iter,
+                        residual=residual, seconds=seconds)
+
+
+def _null_vector(J: np.ndarray, previous: np.ndarray | None) -> np.ndarray:
+    """Unit null vector of the ``k x (k+1)`` matrix ``J``, oriented along ``previous`` (if given)."""
+    _, _, vt = np.linalg.svd(J)
+    tau = vt[-1]
+    if previous is not None and tau @ previous < 0:
+        tau = -tau
+    return tau / np.linalg.norm(tau)
+
+
+def newton_fixed_point(params: TaskParams, alpha: float, branch: str, start: Overlaps,
+                       settings: Continuation | None = None, fmap: FixedPointMap | None = None) -> SEResult:
+    """A fixed point of ``branch`` at fixed ``alpha`` by Newton's method from ``start`` (finite-difference
+    Jacobian, Broyden updates, step halving when the residual grows or the domain is left).
+
+    Unlike damped iteration, Newton converges to a fixed point whatever its stability under the iteration,
+    so it also finds fixed points that repel the state-evolution iteration (useful for ``branch="free"``
+    started at the overlaps of a finite-d minimiser). ``converged=False`` (with a warning) if the tolerance
+    of ``settings`` is not reached.
+    """
+    t0 = time.perf_counter()
+    settings = settings or Continuation()
+    alpha = check_alpha(alpha)
+    fmap = fmap or FixedPointMap(params, branch, settings.solver)
+    t = math.log(alpha)
+    u = fmap.to_u(start)
+    try:
+        r = fmap.residual(u, t)
+    except FloatingPointError as exc:
+        raise ValueError(f"start is outside the domain of the state evolution: {exc}") from None
+    J = fmap.jacobian(u, t, r, settings.fd_step)[:, :-1]
+    it = 0
+    for it in range(1, 4 * settings.max_newton + 1):
+        if np.max(np.abs(r)) < settings.tol:
+            break
+        du = -np.linalg.lstsq(J, r, rcond=None)[0]
+        step, accepted = 1.0, False
+        while step > 1e-3:
+            try:
+                r_new = fmap.residual(u + step * du, t)
+            except FloatingPointError:
+                step *= 0.5
+                continue
+            if np.max(np.abs(r_new)) < np.max(np.abs(r)) * (1 - 0.1 * step) or step <= 1e-3:
+                accepted = True
+                break
+            step *= 0.5
+        if not accepted:  # fresh Jacobian and one more try
+            J = fmap.jacobian(u, t, r, settings.fd_step)[:, :-1]
+            continue
+        s = step * du
+        J = J + np.outer(r_new - r - J @ s, s) / (s @ s)  # Broyden
+        u, r = u + s, r_new
+    res = float(np.max(np.abs(r)))
+    converged = res < settings.tol
+    if not converged:
+        warnings.warn(f"Newton did not converge (branch={branch}, alpha={alpha:g}, omega={params.omega:g}): "
+                      f"residual {res:.2e} > tol {settings.tol:g}", ConvergenceWarning, stacklevel=2)
+    return fmap.result(u, t, res, converged, it, time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class BranchEnd:
+    """Where (and how) a continued branch stops: ``kind`` in :data:`END_KINDS` (module docstring) and the
+    ``alpha`` of the end (the fold's vertex, the extrapolated vanishing point, or the range limit)."""
+
+    kind: str
+    alpha: float
+    detail: str = ""
+
+    @property
+    def physical(self) -> bool:
+        """True for a fold or a continuous vanishing (not the end of the range, not a failure)."""
+        return self.kind in ("fold", "vanishes")
+
+
+def _corrector(fmap, z_pred, tau, J, settings):
+    """Newton on ``[r(z); tau . (z - z_pred)] = 0`` from ``z_pred`` with Broyden updates of ``J``.
+
+    Returns ``(z, r, J, n_iter)``, or None when it fails (domain left or no convergence)."""
+    k = len(z_pred) - 1
+    z = z_pred.copy()
+    try:
+        r = fmap.residual(z[:k], z[k])
+    except FloatingPointError:
+        return None
+    for it in range(1, settings.max_newton + 1):
+        A = np.vstack([J, tau])
+        rhs = -np.concatenate([r, [tau @ (z - z_pred)]])
+        dz = np.linalg.solve(A, rhs)
+        try:
+            r_new = fmap.residual(z[:k] + dz[:k], z[k] + dz[k])
+        except FloatingPointError:
+            return None
+        J = J + np.outer(r_new - r - J @ dz, dz) / (dz @ dz)
+        z, r = z + dz, r_new
+        if np.max(np.abs(r)) < settings.tol:
+            return z, r, J, it
+        if not np.all(np.isfinite(z)) or np.max(np.abs(dz)) > 0.5:
+            return None
+    return None
+
+
+def continue_branch(params: TaskParams, branch: str, start: SEResult, direction: int,
+                    alpha_range: tuple[float, float], settings: Continuation | None = None,
+                    fmap: FixedPointMap | None = None, past_fold: int = 0):
+    """Continue ``branch`` from the fixed point ``start`` towards increasing (``direction=+1``) or decreasing
+    (``-1``) ``alpha``, until it ends (module docstring) or leaves ``alpha_range``.
+
+    Parameters
+    ----------
+    past_fold : int
+        Continuation steps to keep taking past a fold (they follow the unstable partner branch back; its
+        points are marked ``stable_partner=False`` in the trace's table).
+
+    Returns
+    -------
+    points : list of dict
+        One row per accepted point (the start excluded): the :class:`SEResult` row plus ``s`` (arclength),
+        ``dlogalpha_ds`` (the tangent's alpha component), ``det_ru`` (determinant of ``r_u``, from a fresh
+        finite-difference Jacobian or its Broyden update),
+        ``newton_iter`` and ``partner`` (True past a fold).
+    end : BranchEnd
+    """
+    settings = settings or Continuation()
+    if direction not in (1, -1):
+        raise ValueError(f"direction must be +1 or -1, got {direction!r}")
+    lo, hi = (check_alpha(a) for a in alpha_range)
+    if not lo < hi:
+        raise ValueError(f"alpha_range must be increasing, got {alpha_range}")
+    fmap = fmap or FixedPointMap(params, branch, settings.solver)
+    k = len(fmap.free)
+    floor = VANISH_FLOOR * params.rho
+    z = np.concatenate([fmap.to_u(start.overlaps), [math.log(start.alpha)]])
+    r0 = fmap.residual(z[:k], z[k])
+    J = fmap.jacobian(z[:k], z[k], r0, settings.fd_step)
+    tau = _null_vector(J, None)
+    if tau[k] * direction < 0:
+        tau = -tau
+    ds, s = settings.ds, 0.0
+    points, history = [], [(z.copy(), tau.copy(), start)]
+    end, folded, extra, since_fresh = None, False, 0, 0
+    last_move = float(direction)
+    for _ in range(settings.max_steps):
+        step = None
+        while ds >= settings.ds_min:
+            out = _corrector(fmap, z + ds * tau, tau, J, settings)
+            if out is not None:
+                step = out
+                break
+            ds *= 0.5
+        if step is None:
+            end = BranchEnd("lost", math.exp(z[k]), f"corrector failed at the smallest step {settings.ds_min:g}")
+            warnings.warn(f"continuation of the {branch} branch lost at alpha={math.exp(z[k]):.4g} "
+                          f"(omega={params.omega:g})", ConvergenceWarning, stacklevel=2)
+            break
+        z_new, r, J_new, n_newton = step
+        # the corrector's Broyden update serves as the next Jacobian; a fresh finite-difference one is taken
+        # every few steps, after a slow corrector and to confirm a turn
+        since_fresh += 1
+        tau_new = _null_vector(J_new, tau)
+        if since_fresh >= settings.jacobian_every or n_newton > 2 or tau_new[k] * tau[k] < 0:
+            J_new = fmap.jacobian(z_new[:k], z_new[k], r, settings.fd_step)
+            tau_new = _null_vector(J_new, tau)
+            since_fresh = 0
+        J_fresh = J_new
+        s += ds
+        res = fmap.result(z_new[:k], z_new[k], float(np.max(np.abs(r))), True, n_newton)
+        det = float(np.linalg.det(J_fresh[:, :k]))
+        alpha_new = res.alpha
+        # a turn in alpha: the tangent's alpha component changes sign, or the secant does (the tangent of an
+        # updated Jacobian can miss a sharp turn that the points themselves show)
+        moved = z_new[k] - z[k]
+        turned = tau_new[k] * tau[k] < 0 or (
+            moved * last_move < 0 and abs(moved) > 1e-9 and abs(last_move) > 1e-9)
+        row = {**res.as_row(), "s": s, "dlogalpha_ds": float(tau_new[k]), "det_ru": det,
+               "newton_iter": n_newton, "partner": folded}
+        # --- ends
+        if branch in ("semantic", "positional"):
+            d_new = defining_overlap(branch, res)
+            crossed = (res.theta if branch == "semantic" else res.m) * (
+                (history[-1][2].theta if branch == "semantic" else history[-1][2].m)) < 0
+            if d_new < floor or crossed:
+                end = _vanishing_end(points, history[-1][2], branch, floor)
+                break
+        if not (lo <= alpha_new <= hi):
+            end = BranchEnd("range", hi if alpha_new > hi else lo, "the branch goes on beyond the range")
+            break
+        points.append(row)
+        if turned and not folded:
+            a_fold = _fold_alpha(history, z_new, k)
+            end = BranchEnd("fold", a_fold, "the branch turns back in alpha (dalpha/ds changes sign)")
+            folded = True
+            if extra >= past_fold:
+                break
+        if folded:
+            extra += 1
+            if extra > past_fold:
+                break
+        history.append((z_new.copy(), tau_new.copy(), res))
+        history = history[-3:]
+        last_move = moved
+        z, tau, J = z_new, tau_new, J_fresh
+        ds = min(settings.ds_max, ds * settings.grow) if n_newton <= 2 else (
+            max(settings.ds_min, ds * 0.5) if n_newton > settings.slow_newton else ds)
+    else:
+        end = BranchEnd("lost", math.exp(z[k]), f"max_steps={settings.max_steps} reached")
+        warnings.warn(f"continuation of the {branch} branch stopped after max_steps={settings.max_steps}",
+                      ConvergenceWarning, stacklevel=2)
+    return points, end
+
+
+def _fold_alpha(history: list, z_new: np.ndarray, k: int) -> float:
+    """``alpha`` at the vertex of the parabola ``log alpha(s)`` through the last two accepted points and the
+    new one (the curve turned between them)."""
+    ts = [h[0][k] for h in history[-2:]] + [z_new[k]]
+    if len(ts) < 3:
+        return float(math.exp(max(ts) if ts[-1] < ts[0] else min(ts)))
+    # arclength positions of the three points (the last two steps)
+    z_pts = [h[0] for h in history[-2:]] + [z_new]
+    s_pts = np.cumsum([0.0] + [float(np.linalg.norm(z_pts[i + 1] - z_pts[i])) for i in range(2)])
+    c2, c1, c0 = np.polyfit(s_pts, ts, 2)
+    if c2 == 0:
+        return float(math.exp(ts[1]))
+    s_v = float(np.clip(-c1 / (2 * c2), s_pts[0], s_pts[-1]))
+    return float(math.exp(c0 + c1 * s_v + c2 * s_v**2))
+
+
+def _vanishing_end(points: list, last: SEResult, branch: str, floor: float) -> BranchEnd:
+    """Where the defining overlap vanishes: the squared overlap, linear in ``alpha`` near a pitchfork, is
+    extrapolated to zero from the last two points above the floor."""
+    name = "theta" if branch == "semantic" else "m"
+    pts = [(row["alpha"], row[name] ** 2) for row in points[-2:]]
+    if len(pts) == 2 and pts[0][0] != pts[1][0] and pts[0][1] != pts[1][1]:
+        (a1, y1), (a2, y2) = pts
+        a_star = a2 - y2 * (a2 - a1) / (y2 - y1)
+        # keep the extrapolation within one more step of the last point
+        step = abs(a2 - a1)
+        a_star = float(np.clip(a_star, a2 - 2 * step, a2 + 2 * step))
+    else:
+        a_star = float(last.alpha)
+    return BranchEnd("vanishes", a_star, f"{name} -> 0 (pitchfork with the agnostic point)")
+
+
+@dataclass(frozen=True)
+class BranchTrace:
+    """A branch followed by continuation both ways from a start, with its two ends.
+
+    Attributes
+    ----------
+    params : TaskParams
+    branch : str
+    table : pandas.DataFrame
+        One row per fixed point, sorted along the curve (increasing arclength from the lower end):
+        the :class:`~attnlib.state_evolution.SEResult` fields plus ``s``, ``dlogalpha_ds``, ``det_ru``,
+        ``newton_iter`` and ``partner`` (True on the unstable partner past a fold).
+    lower, upper : BranchEnd
+        How the branch ends towards small and large ``alpha``.
+    alpha_range : tuple
+        The range searched.
+    converged : bool
+        False if the start did not converge or a direction was lost.
+    seconds : float
+    n_evaluations : int
+        Evaluations of the state-evolution map.
+    """
+
+    params: TaskParams
+    branch: str
+    table: pd.DataFrame
+    lower: BranchEnd
+    upper: BranchEnd
+    alpha_range: tuple
+    converged: bool
+    seconds: float
+    n_evaluations: int
+
+    @property
+    def stable(self) -> pd.DataFrame:
+        """The rows of the branch itself (without the unstable partner past a fold), sorted by ``alpha``."""
+        return self.table[~self.table.partner].sort_values("alpha").reset_index(drop=True)
+
+    @property
+    def exists_between(self) -> tuple[float, float]:
+        """``(alpha_low, alpha_high)``: the ``alpha`` interval on which the branch exists (its two ends)."""
+        return self.lower.alpha, self.upper.alpha
+
+    def start_near(self, alpha: float) -> Overlaps:
+        """Overlaps interpolated linearly (in ``log alpha``) between the two stable rows around ``alpha``, or
+        the nearest row outside them: a predictor for a fixed point at ``alpha``."""
+        st = self.stable
+        a = st.alpha.to_numpy()
+        if len(a) == 0:
+            raise ValueError("the trace has no points")
+        cols = ["q", "m", "V", "theta"]
+        if alpha <= a[0] or alpha >= a[-1] or len(a) == 1:
+            i = int(np.argmin(np.abs(np.log(a) - math.log(alpha))))
+            return Overlaps(*st.loc[i, cols].astype(float))
+        j = int(np.searchsorted(a, alpha))
+        w = (math.log(alpha) - math.log(a[j - 1])) / (math.log(a[j]) - math.log(a[j - 1]))
+        vals = (1 - w) * st.loc[j - 1, cols].to_numpy(float) + w * st.loc[j, cols].to_numpy(float)
+        return Overlaps(*vals)
+
+
+def trace_branch(params: TaskParams, branch: str, alpha0: float, alpha_range: tuple[float, float] = (0.2, 6.0),
+                 settings: Continuation | None = None, start: Overlaps | None = None,
+                 past_fold: int = 0) -> BranchTrace:
+    """Follow ``branch`` by continuation from ``alpha0`` down and up to its ends within ``alpha_range``.
+
+    The first point is found by the state-evolution iteration (:func:`~attnlib.state_evolution.solve_state_evolution`
+    from ``start`` or the branch's default start) and polished by Newton; it must have its defining overlap
+    above the floor (``VANISH_FLOOR * rho``), else ``ValueError`` (the branch does not exist at ``alpha0``:
+    start where it is unambiguous).
+    """
+    t0 = time.perf_counter()
+    settings = settings or Continuation()
+    alpha0 = check_alpha(alpha0)
+    lo, hi = (check_alpha(a) for a in alpha_range)
+    if not lo <= alpha0 <= hi:
+        raise ValueError(f"alpha0 must lie in alpha_range [{lo}, {hi}], got {alpha0}")
+    fmap = FixedPointMap(params, branch, settings.solver)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        first = solve_state_evolution(params, alpha0, branch, start=start, solver=settings.solver)
+        first = newton_fixed_point(params, alpha0, branch, first.overlaps, settings, fmap)
+    if not first.converged:
+        raise ValueError(f"no fixed point of the {branch} branch found at alpha0={alpha0:g} "
+                         f"(omega={params.omega:g})")
+    if branch in ("semantic", "positional") and defining_overlap(branch, first) < VANISH_FLOOR * params.rho:
+        raise ValueError(f"the {branch} branch has vanished at alpha0={alpha0:g} (omega={params.omega:g}): its "
+                         f"defining overlap is {defining_overlap(branch, first):.2e}; start where it exists")
+    down, lower = continue_branch(params, branch, first, -1, (lo, hi), settings, fmap, past_fold)
+    up, upper = continue_branch(params, branch, first, +1, (lo, hi), settings, fmap, past_fold)
+    first_row = {**first.as_row(), "s": 0.0, "dlogalpha_ds": math.nan, "det_ru": math.nan,
+                 "newton_iter": first.n_iter, "partner": False}
+    rows = [dict(r, s=-r["s"]) for r in reversed(down)] + [first_row] + up
+    table = pd.DataFrame(rows)
+    table["s"] -= table["s"].min()
+    converged = lower.kind != "lost" and upper.kind != "lost"
+    return BranchTrace(params=params, branch=branch, table=table.reset_index(drop=True), lower=lower,
+                       upper=upper, alpha_range=(lo, hi), converged=converged,
+                       seconds=time.perf_counter() - t0, n_evaluations=fmap.n_evaluations)

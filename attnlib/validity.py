@@ -1,0 +1,143 @@
+"""Where the replica-symmetric theory stops describing finite d: theory against finite-d minimisers.
+
+For every ``(omega, alpha)`` of an :func:`attnlib.arbiter.arbiter_table` and each start, the finite-d
+minimisers (seed means, per ``d``) are extrapolated in ``1/d`` (:func:`attnlib.arbiter.extrapolate_inverse_d`)
+and compared with the fixed point of the state evolution that the start aims at: the positional branch for the
+positional start, the semantic branch for the semantic start (or, where a branch does not exist at that
+``alpha``, the agnostic point ``m = theta = 0``).
+
+Compared quantities:
+
+* the training loss relative to ``Q = 0`` on the same data, ``eps_t - eps_t(Q = 0)`` (the shared data
+  fluctuation cancels; the theory's is ``eps_t - alpha sigma^2 E sum_l (1/2 - T_ll)^2``,
+  :func:`attnlib.arbiter.loss_zero_theory`);
+* the defining overlap (``m`` for the positional start, ``theta`` for the semantic one) and ``q``.
+
+A difference whose extrapolation stays more than ``z_max`` standard errors from zero is a disagreement that
+does not go away with ``d``. With each row come the diagnostics of :mod:`attnlib.stability` (replicon and tie
+density of the fixed point).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from .arbiter import extrapolate_inverse_d, loss_zero_theory
+from .exceptions import ConvergenceWarning
+from .params import TaskParams
+from .stability import rs_diagnostics
+from .state_evolution import solve_state_evolution
+from .continuation import newton_fixed_point
+from .state_evolution import Overlaps
+from .sweeps import DEFAULT_RANGE, _range, _trace_range, branch_point, branch_trace, continuation_settings
+
+__all__ = ["theory_point", "rs_validity", "rs_breakdown", "fixed_point_near"]
+
+_DEFINING = {"positional": "m", "semantic": "theta"}
+
+
+def theory_point(params: TaskParams, alpha: float, branch: str, solver=None, alpha_range=DEFAULT_RANGE,
+                 use_cache: bool = True):
+    """The fixed point of ``branch`` at ``alpha`` (from its continuation trace), or the agnostic point where the
+    branch does not exist there. Returns ``(SEResult, name of the fixed point used)``."""
+    settings = continuation_settings(solver)
+    trace = branch_trace(params, branch, _trace_range(*_range(alpha_range, None)), settings, use_cache)
+    if trace is not None and trace.lower.alpha <= alpha <= trace.upper.alpha:
+        res = branch_point(trace, alpha, settings)
+        if res.converged:
+            return res, branch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return solve_state_evolution(params, alpha, "agnostic", solver=settings.solver), "agnostic"
+
+
+def _params_of(sub: pd.DataFrame) -> TaskParams:
+    r = sub.iloc[0]
+    return TaskParams(sigma=float(r.sigma), lam=float(r.lam), omega=float(r.omega),
+                      A=((float(r.A11), float(r.A12)), (float(r.A21), float(r.A22))))
+
+
+def _extrapolated(sub: pd.DataFrame, values: pd.Series) -> dict:
+    g = values.groupby(sub.d)
+    ds = np.array(sorted(g.groups))
+    mean = g.mean().reindex(ds).to_numpy()
+    err = (g.std(ddof=1) / np.sqrt(g.count())).reindex(ds).to_numpy()
+    a, a_err, b, chi2 = extrapolate_inverse_d(ds, mean, err)
+    return {"inf": a, "inf_err": a_err, "slope": b, "by_d": dict(zip(ds.tolist(), mean.tolist()))}
+
+
+def rs_validity(table: pd.DataFrame, solver=None, alpha_range=DEFAULT_RANGE, diagnostics: bool = True,
+                use_cache: bool = True) -> pd.DataFrame:
+    """Theory against finite-d minimisers, one row per ``(task, alpha, start)`` of ``table`` (an
+    :func:`~attnlib.arbiter.arbiter_table`); see the module docstring.
+
+    Columns: the task (``omega``, ``A11`` ...), ``alpha``, ``start``, ``fixed_point`` (the theory point used),
+    for ``loss`` (the relative training loss), ``overlap`` (the start's defining overlap) and ``q``: the
+    theory value ``theory_*``, the finite-d ``d -> infinity`` extrapolation ``fd_*`` with error ``fd_*_err``,
+    the difference ``diff_* = fd_* - theory_*`` and ``z_* = diff_*/fd_*_err``; the seed means at the largest
+    ``d`` (``fd_*_dmax``); ``replicon`` and ``tie_density`` of the fixed point (with ``diagnostics``).
+    """
+    keys = ["sigma", "lam", "omega", "A11", "A12", "A21", "A22"]
+    rows = []
+    for task_key, task in table.groupby(keys):
+        params = _params_of(task)
+        for (alpha, start), sub in task.groupby(["alpha", "start"]):
+            res, used = theory_point(params, float(alpha), start, solver, alpha_range, use_cache)
+            name = _DEFINING[start]
+            fd = {"loss": _extrapolated(sub, sub.train_loss - sub.train_loss_zero),
+                  "overlap": _extrapolated(sub, sub[name].abs()),
+                  "q": _extrapolated(sub, sub.q)}
+            theory = {"loss": res.train_loss - loss_zero_theory(params, float(alpha)),
+                      "overlap": abs(getattr(res, name)), "q": res.q}
+            row = dict(zip(keys, task_key), alpha=float(alpha), start=start, fixed_point=used,
+                       d_max=int(sub.d.max()), n_seeds=int(sub.seed.nunique()))
+            for k in ("loss", "overlap", "q"):
+                row[f"theory_{k}"] = theory[k]
+                row[f"fd_{k}"] = fd[k]["inf"]
+                row[f"fd_{k}_err"] = fd[k]["inf_err"]
+                row[f"fd_{k}_dmax"] = fd[k]["by_d"][row["d_max"]]
+                row[f"diff_{k}"] = fd[k]["inf"] - theory[k]
+                row[f"z_{k}"] = row[f"diff_{k}"] / fd[k]["inf_err"] if fd[k]["inf_err"] > 0 else math.nan
+            if diagnostics:
+                row.update(rs_diagnostics(res))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def rs_breakdown(validity: pd.DataFrame, quantity: str = "loss", z_max: float = 3.0,
+                 rel_tol: float = 0.01) -> pd.DataFrame:
+    """Per task and start: the largest ``alpha`` at which theory and extrapolated finite d disagree (``|z| >
+    z_max`` and the difference above ``rel_tol`` of the theory value), and the smallest ``alpha`` above it
+    from which they agree at every grid point (NaN if they agree everywhere / nowhere)."""
+    keys = ["sigma", "lam", "omega", "A11", "A12", "A21", "A22", "start"]
+    rows = []
+    for key, sub in validity.groupby(keys):
+        sub = sub.sort_values("alpha")
+        bad = (sub[f"z_{quantity}"].abs() > z_max) & (
+            sub[f"diff_{quantity}"].abs() > rel_tol * sub[f"theory_{quantity}"].abs())
+        last_bad = float(sub.alpha[bad].max()) if bad.any() else math.nan
+        above = sub.alpha[sub.alpha > last_bad] if bad.any() else sub.alpha
+        rows.append(dict(zip(keys, key), last_disagreement=last_bad,
+                         agrees_from=float(above.min()) if len(above) else math.nan))
+    return pd.DataFrame(rows)
+
+
+def fixed_point_near(params: TaskParams, alpha: float, q: float, m: float, theta: float, branch: str = "free",
+                     solver=None):
+    """Is there a fixed point of the state evolution near given overlaps (e.g. those of a finite-d minimiser)?
+
+    Newton's method (:func:`attnlib.continuation.newton_fixed_point`, which also finds fixed points that repel
+    the iteration) on ``branch`` (default ``"free"``: ``m`` and ``theta`` both free; ``"positional"`` holds
+    ``theta = 0``, ``"semantic"`` holds ``m = 0``), started at ``(q, m, theta)`` with the width ``V`` of the
+    agnostic point at ``alpha``. Returns the :class:`~attnlib.state_evolution.SEResult` (``converged`` says
+    whether a fixed point was found; compare its overlaps with the start to see how near it is).
+    """
+    settings = continuation_settings(solver)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        agn = solve_state_evolution(params, alpha, "agnostic", solver=settings.solver)
+        theta = min(abs(theta), 0.99 * math.sqrt(params.rho * q)) * (1 if theta >= 0 else -1)
+        return newton_fixed_point(params, alpha, branch, Overlaps(q=q, m=m, V=agn.V, theta=theta), settings)
