@@ -3,14 +3,12 @@ schema, sidecar metadata, no NaN, and a few rows recomputed with attnlib (same s
 the script runs them) matching the stored values."""
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from one_thread import run_one_thread
 
 import attnlib
 
@@ -82,11 +80,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def recomputed():
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", RECOMPUTE, str(ROOT / "scripts" / "regenerate_finite_d_data.py"),
-                           json.dumps(POINTS)], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_one_thread(RECOMPUTE, str(ROOT / "scripts" / "regenerate_finite_d_data.py"), json.dumps(POINTS))
 
 
 @pytest.mark.parametrize("i", range(len(POINTS)), ids=[f"{p[0]}-a{p[1]}-d{p[2]}-{p[3]}-s{p[4]}" for p in POINTS])

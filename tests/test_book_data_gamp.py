@@ -8,14 +8,12 @@ far below the tolerance used here.
 """
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from one_thread import run_one_thread
 
 import attnlib
 
@@ -100,12 +98,9 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def recomputed():
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               NUMBA_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-c", RECOMPUTE, str(ROOT / "scripts" / "regenerate_gamp_data.py"),
-                           json.dumps(POINTS)], capture_output=True, text=True, env=env, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [pd.DataFrame(json.loads(part)) for part in json.loads(proc.stdout.strip().splitlines()[-1])]
+    parts = run_one_thread(RECOMPUTE, str(ROOT / "scripts" / "regenerate_gamp_data.py"), json.dumps(POINTS),
+                           env={"NUMBA_NUM_THREADS": "1"})
+    return [pd.DataFrame(json.loads(part)) for part in parts]
 
 
 @pytest.mark.parametrize("i", range(len(POINTS)), ids=["-".join(map(str, p)) for p in POINTS])

@@ -2,7 +2,6 @@
 corrupt files recomputed with a CacheWarning."""
 import json
 
-import numpy as np
 import pytest
 
 import attnlib.sim_sweeps as sim_sweeps

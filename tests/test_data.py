@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from attnlib.data import (check_A, draw_samples, iter_sample_chunks, make_task, make_teacher,
+from attnlib.data import (check_A, iter_sample_chunks, make_task, make_teacher,
                           positional_encodings, seed_streams, softmax_rows, teacher_attention)
 from attnlib.params import TaskParams
 

@@ -1,7 +1,6 @@
 """Tests of the finite-d ERM simulation (attnlib.simulation) against finite differences, itself and the
 reference values of the spec (section 4)."""
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ from attnlib.exceptions import ConvergenceWarning
 from attnlib.generalisation import linear_baseline_error
 from attnlib.generalisation import test_error_from_overlaps as eps_g_from_overlaps
 from attnlib.params import TaskParams
-from attnlib.simulation import (ERMObjective, ERMResult, fit_linear_baseline, gradient_descent,
+from attnlib.simulation import (ERMObjective, fit_linear_baseline, gradient_descent,
                                 minimize_lbfgs, simulate_erm, student_output)
 from attnlib.simulation import test_error_from_overlaps_rho as eps_g_from_overlaps_rho
 

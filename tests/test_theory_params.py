@@ -41,8 +41,6 @@ def test_other_rejections():
     p = TaskParams()
     with pytest.raises(ValueError, match="branch"):
         solve_state_evolution(p, 1.0, branch="nonsense")
-    with pytest.raises(ValueError, match="agnostic"):
-        solve_state_evolution(TaskParams(A=((0.3, 0.7), (0.8, 0.2))), 1.0, branch="agnostic")
     with pytest.raises(ValueError, match="start"):
         solve_state_evolution(p, 1.0, start=Overlaps(q=-1.0, m=0.0, V=1.0, theta=0.0))
     with pytest.raises(ValueError, match="start"):
@@ -74,3 +72,10 @@ def test_other_rejections():
     with pytest.raises(ValueError, match="alpha"):
         critical_alpha(p, alphas=(1.0, -2.0), use_cache=False)
     assert math.isfinite(linear_baseline_error(p))
+
+
+def test_agnostic_point_holds_both_overlaps_for_any_A():
+    """m = 0 and theta = 0 are invariant for every A (spec section 7): the agnostic point of the alternative A
+    (no token-swap symmetry) keeps both exactly at zero."""
+    res = solve_state_evolution(TaskParams(A=((0.3, 0.7), (0.8, 0.2))), 1.0, branch="agnostic")
+    assert res.converged and res.m == 0.0 and res.theta == 0.0 and res.q > 0

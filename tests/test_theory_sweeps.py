@@ -1,21 +1,27 @@
-"""Branch curves, thresholds, spinodals and the phase-diagram sweep."""
+"""Branch curves, thresholds, branch ends and the phase-diagram sweep."""
 import math
 import time
 
 import numpy as np
 import pytest
 
-from attnlib import (TaskParams, ThresholdNotFound, alpha_sweep, branch_curvature, critical_alpha,
-                     phase_diagram, spinodal_alpha)
+from attnlib import (TaskParams, ThresholdNotFound, alpha_sweep, branch_curvature, branch_ends, critical_alpha,
+                     linear_crossing_alpha, phase_diagram)
 from attnlib import Overlaps, solve_state_evolution
-from attnlib.sweeps import branch_exists
+from attnlib.sweeps import branch_point, branch_trace
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
 
+@pytest.fixture(scope="module")
+def _shared_cache(tmp_path_factory):
+    """One cache folder for the module: the continuation traces (a minute each) are shared by the tests."""
+    return str(tmp_path_factory.mktemp("attnlib-cache"))
+
+
 @pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATTNLIB_CACHE_DIR", str(tmp_path))
+def _cache(_shared_cache, monkeypatch):
+    monkeypatch.setenv("ATTNLIB_CACHE_DIR", _shared_cache)
 
 
 def test_alpha_sweep_is_tidy_and_cached():
@@ -36,9 +42,43 @@ def test_alpha_sweep_is_tidy_and_cached():
     assert gap[0] > 0 > gap[-1]
 
 
-def test_no_crossing_raises():
-    with pytest.raises(ThresholdNotFound, match="do not cross"):
+def test_no_crossing_raises_with_the_reason():
+    """Above alpha_c both branches exist and the semantic one is lower everywhere: no transition there."""
+    with pytest.raises(ThresholdNotFound, match="semantic branch has the lower training loss"):
         critical_alpha(P, alphas=(2.0, 3.0, 4.0))
+
+
+def test_thresholds_at_the_reference_point_are_roots():
+    """omega = 0.3: alpha_c and alpha_l near the paper's, alpha_l above alpha_c; at alpha_c the two
+    training losses agree and at alpha_l the semantic test error equals eps_lin (roots, not grid points)."""
+    from attnlib import linear_baseline_error
+
+    a_c, a_l = critical_alpha(P), linear_crossing_alpha(P)
+    assert abs(a_c - 1.24) < 0.05 and abs(a_l - 1.45) < 0.06 and a_l > a_c
+    sem, pos = branch_trace(P, "semantic"), branch_trace(P, "positional")
+    gap = branch_point(sem, a_c).train_loss - branch_point(pos, a_c).train_loss
+    assert abs(gap) < 1e-4 * pos.table.train_loss.median()
+    assert branch_point(sem, a_l).test_error == pytest.approx(linear_baseline_error(P), rel=1e-4)
+
+
+def test_branch_ends_at_the_reference_point():
+    """omega = 0.3: the semantic branch ends (a fold or a continuous vanishing) well below alpha_c, the
+    positional one exists over the whole range."""
+    ends = branch_ends(P).set_index(["branch", "side"])
+    sem_low = ends.loc[("semantic", "lower")]
+    assert sem_low.kind in ("fold", "vanishes") and 0.55 < sem_low.alpha < 0.9
+    assert ends.loc[("semantic", "upper")].kind == "range"
+    assert ends.loc[("positional", "lower")].kind == "range" and ends.loc[("positional", "upper")].kind == "range"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("omega", [0.0, 0.1])
+def test_alpha_c_does_not_depend_on_the_grid(omega):
+    """The grid only sets the range searched: three grids that bracket the transition give alpha_c to 1e-3."""
+    p = TaskParams(sigma=0.5, lam=0.01, omega=omega)
+    grids = (np.geomspace(0.3, 3.0, 10), np.geomspace(0.25, 5.0, 16), np.linspace(0.35, 2.0, 7))
+    values = [critical_alpha(p, alphas=g) for g in grids]
+    assert max(values) - min(values) < 1e-3, values
 
 
 def test_curvatures_are_positive_where_the_branches_are_minima():
@@ -49,41 +89,14 @@ def test_curvatures_are_positive_where_the_branches_are_minima():
     assert branch_curvature(P, 2.0, "positional") > 0
 
 
-def test_semantic_spinodal():
-    """At omega = 0.3 the semantic branch, followed down in alpha, merges with the agnostic point
-    (theta -> 0) between alpha ~ 0.55 and 0.8 (GH 12; the value depends on the quadrature, chapter 5), well
-    below alpha_c; the positional branch exists on the whole grid."""
-    grid = (0.4, 0.6, 0.8, 1.0, 1.4, 2.0)
-    a_s = spinodal_alpha(P, "semantic", alphas=grid, xtol=0.01)
-    assert 0.5 < a_s < 0.8
-    # followed continuously from alpha = 1, the branch is still there just above a_s and gone below it
-    ok, above = branch_exists(P, 0.8, "semantic", start=solve_state_evolution(P, 1.0, "semantic").overlaps)
-    assert ok
-    ok, above = branch_exists(P, a_s + 0.02, "semantic", start=above.overlaps)
-    assert ok and above.theta > 1e-3 * P.rho
-    ok, res = branch_exists(P, a_s - 0.05, "semantic", start=above.overlaps)
-    assert not ok and abs(res.theta) < 1e-3 * P.rho
-    assert spinodal_alpha(P, "positional", alphas=grid) is None
-
-
 def test_phase_diagram_alpha_c_rises_with_omega():
-    df = phase_diagram(P, [0.1, 0.3], n_jobs=2, alphas=(0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.7, 2.0, 2.5))
+    df = phase_diagram(P, [0.1, 0.3], n_jobs=2, alpha_range=(0.4, 2.5))
     assert list(df.omega) == [0.1, 0.3]
     assert df.found_alpha_c.all() and df.found_alpha_l.all()
     a_c, a_l = df.alpha_c.to_numpy(), df.alpha_l.to_numpy()
     assert a_c[0] < a_c[1] and np.all(a_l >= a_c - 1e-9)
     assert abs(a_c[1] - 1.24) < 0.05
     assert math.isclose(df.eps_lin[1], 0.001971, rel_tol=0.01)
-
-
-def test_root_refinement_falls_back_with_a_warning():
-    from attnlib import ConvergenceWarning
-    from attnlib.sweeps import _refine_root
-
-    assert abs(_refine_root(lambda a: 1.5 - a, 1.0, 2.0, 0.5, -0.5, 1e-8, "x") - 1.5) < 1e-7
-    with pytest.warns(ConvergenceWarning, match="linear interpolation"):
-        root = _refine_root(lambda a: 1.0, 1.0, 2.0, 0.3, -0.1, 1e-8, "x")  # recomputed ends lost the sign change
-    assert abs(root - 1.75) < 1e-12
 
 
 def test_branch_following_stays_on_the_positional_branch():
