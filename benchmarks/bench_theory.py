@@ -1,10 +1,13 @@
 """Speed of the state-evolution solver (prints measured figures; not a timed test).
 
-Targets (issue: theory core, 2-core machine): one converged fixed point <= 0.5 s (median); both branches on a
-40-point alpha grid <= 20 s; alpha_c(omega) and alpha_l(omega) at >= 10 values of omega <= 2 min.
+Targets (2-core machine): one converged fixed point <= 0.5 s (median); both branches on a 40-point alpha grid
+<= 20 s; the phase diagram with continuation-based thresholds and branch ends at 10 values of omega <= 3 min;
+one continuation step (median); the finite-d arbiter at one omega for d up to 4000, 4 seeds, <= 5 min.
 Reference runs in the same process: the proximal step solved node by node with scipy.optimize.minimize (the
 approach of the paper's own code), timed on one state-evolution iteration and extrapolated per fixed point;
-and the same fixed points with the vectorised numpy backend of the proximal step instead of the compiled one.
+the same fixed points with the vectorised numpy backend of the proximal step; the previous threshold method
+(both branches by warm-started iteration on a 16-point grid, gap interpolated, no branch ends); and the
+previous finite-d runs (attnlib.simulate_erm with L-BFGS, which also draws a 60 000-sample test set).
 
 Run: python benchmarks/bench_theory.py [--quick]
 """
@@ -19,8 +22,10 @@ from dataclasses import replace
 import numpy as np
 from scipy.optimize import minimize
 
-from attnlib import SESolver, TaskParams, alpha_sweep, critical_alpha, linear_crossing_alpha, phase_diagram
-from attnlib import solve_state_evolution
+from attnlib import SESolver, TaskParams, alpha_sweep, erm_sweep, phase_diagram, solve_state_evolution
+from attnlib.arbiter import arbiter_table, finite_d_critical_alpha
+from attnlib.continuation import trace_branch
+from attnlib.sweeps import DEFAULT_ALPHA_GRID, continuation_settings
 from attnlib.attention import teacher_diagonal
 from attnlib.proximal import prox_objective, solve_prox
 from attnlib.state_evolution import se_nodes, symmetry_generators
@@ -72,11 +77,49 @@ def main(quick: bool):
     alpha_sweep(p, np.linspace(0.3, 3.0, 40), use_cache=False, n_jobs=2)
     print(f"both branches on a 40-point alpha grid (2 jobs): {time.perf_counter() - t0:.1f} s")
 
+    # one continuation step: a trace of the semantic branch at omega = 0.3 between alpha = 1 and 3
+    tr = trace_branch(p, "semantic", 3.0, (1.0, 3.0), continuation_settings())
+    steps = tr.seconds / max(len(tr.table) - 1, 1)
+    print(f"continuation (sobol-sym 2^14, semantic, omega = 0.3, alpha 3 -> 1): {len(tr.table)} points in "
+          f"{tr.seconds:.1f} s ({steps:.2f} s per step incl. the first point, {tr.n_evaluations} map evaluations)")
+
     omegas = np.linspace(0.0, 0.45, 4 if quick else 10)
     t0 = time.perf_counter()
     df = phase_diagram(p, omegas, n_jobs=2)  # fresh cache directory: no hits from earlier runs
-    print(f"alpha_c, alpha_l at {len(omegas)} values of omega (2 jobs): {time.perf_counter() - t0:.1f} s")
-    print(df[["omega", "alpha_c", "alpha_l", "eps_lin"]].to_string(index=False))
+    print(f"phase diagram by continuation (alpha_c, alpha_l, branch ends) at {len(omegas)} values of omega "
+          f"(2 jobs): {time.perf_counter() - t0:.1f} s")
+    print(df[["omega", "alpha_c", "alpha_l", "semantic_lower_alpha", "semantic_lower_kind",
+              "positional_upper_alpha", "positional_upper_kind"]].to_string(index=False))
+
+    # reference: the previous method (iteration on a coarse grid, first sign change, linear interpolation)
+    t0 = time.perf_counter()
+    ref = []
+    for w in omegas:
+        sw = alpha_sweep(p.with_(omega=float(w)), DEFAULT_ALPHA_GRID, n_jobs=2, use_cache=False)
+        sem, pos = sw[sw.branch == "semantic"].set_index("alpha"), sw[sw.branch == "positional"].set_index("alpha")
+        gap = (sem.train_loss - pos.train_loss).to_numpy()
+        a = np.array(sem.index)
+        i = next((j for j in range(len(a) - 1) if gap[j] > 0 >= gap[j + 1]), None)
+        ref.append(np.nan if i is None else a[i] + (a[i + 1] - a[i]) * gap[i] / (gap[i] - gap[i + 1]))
+    print(f"reference: previous grid method, alpha_c only, no ends ({len(omegas)} omegas, 2 jobs): "
+          f"{time.perf_counter() - t0:.1f} s; alpha_c = {np.round(ref, 3).tolist()}")
+
+    # the finite-d arbiter at omega = 0.3: d = 1000, 2000, 4000, 4 seeds, both starts, 7 alphas
+    alphas = np.round(1.22 * np.geomspace(0.8, 1.25, 4 if quick else 7), 4)
+    ds = (1000, 2000) if quick else (1000, 2000, 4000)
+    t0 = time.perf_counter()
+    table = arbiter_table(p, alphas, ds=ds, seeds=range(4), n_jobs=2)
+    est = finite_d_critical_alpha(table)
+    print(f"finite-d arbiter, omega = 0.3, {len(alphas)} alphas x d {ds} x 4 seeds x 2 starts (2 jobs): "
+          f"{time.perf_counter() - t0:.1f} s; alpha_c(d->inf) = {est.value:.4f} +- {est.stderr:.4f}")
+    print(est.per_d.to_string(index=False))
+    t0 = time.perf_counter()
+    erm_sweep(p, alphas=alphas[:2], ds=(ds[-1],), seeds=(0,), starts=("semantic", "positional"),
+              methods=("lbfgs",), n_jobs=2, use_cache=False, normalize_teacher=True)
+    ref_t = time.perf_counter() - t0
+    arb = table[(table.d == ds[-1]) & table.alpha.isin(alphas[:2]) & (table.seed == 0)].seconds.sum()
+    print(f"reference: simulate_erm (L-BFGS + 60 000 test samples) for the 4 runs at d = {ds[-1]}, seed 0, "
+          f"two alphas: {ref_t:.1f} s wall (2 jobs), against {arb:.1f} s of arbiter run time (1 job each)")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ Tables written (one tidy row per run):
 * ``finite_d_alpha_d1000.csv``: d = 1000, alpha grid, semantic and positional starts, seeds 0-2;
 * ``finite_d_fss_alpha1.5.csv``: alpha = 1.5, d in 100 .. 2000, both starts, seeds 0-2;
 * ``finite_d_random_d100.csv``: d = 100, random starts, alpha grid, seeds 0-19;
-* ``finite_d_rank2.csv``: rank-2 student, d = 1000, a few alphas, three starts, seed 0;
+* ``finite_d_random_starts.csv``: random starts around alpha_c (alpha = 1, 1.25, 1.6), d = 100, 300, 1000,
+  seeds 0-19, gradient descent with the paper's protocol (lr 0.15, 5000 steps) and L-BFGS;
+* ``finite_d_rank2.csv``: rank-2 student, d = 1000, the alpha grid of ``alpha``, three starts, seeds 0-2;
 * ``finite_d_gd_vs_lbfgs.csv``: d = 1000, alpha = 2, both starts, seed 0, GD (paper protocol) and L-BFGS.
 
 BLAS is limited to one thread per process (joblib workers do this anyway), so a run is reproducible
@@ -20,7 +22,7 @@ bit for bit by ``tests/test_book_data_finite_d.py``.
 
 Usage::
 
-    python scripts/regenerate_finite_d_data.py [--n-jobs 2] [--only alpha fss random rank2 gd] [--quick]
+    python scripts/regenerate_finite_d_data.py [--n-jobs 2] [--only alpha fss random random_d rank2 gd]
 """
 import os
 
@@ -29,17 +31,14 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse
 import json
-import platform
-import sys
 import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-import attnlib
 from attnlib import TaskParams, erm_sweep
+from attnlib.cache import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"
@@ -57,7 +56,10 @@ TABLES = {
     "random": ("finite_d_random_d100", dict(alphas=[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0],
                                             ds=[100], seeds=list(range(20)), starts=["random"],
                                             methods=["lbfgs"]), {}),
-    "rank2": ("finite_d_rank2", dict(alphas=[1.0, 1.5, 2.0], ds=[1000], seeds=[0],
+    "random_d": ("finite_d_random_starts", dict(alphas=[1.0, 1.25, 1.6], ds=[100, 300, 1000],
+                                                 seeds=list(range(20)), starts=["random"], methods=["gd", "lbfgs"]),
+                 {"lr": 0.15, "steps": 5000}),
+    "rank2": ("finite_d_rank2", dict(alphas=[0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5], ds=[1000], seeds=[0, 1, 2],
                                      starts=["semantic", "positional", "random"], methods=["lbfgs"]),
               {"rank": 2}),
     "gd": ("finite_d_gd_vs_lbfgs", dict(alphas=[2.0], ds=[1000], seeds=[0], starts=["semantic", "positional"],
@@ -96,13 +98,11 @@ def main(argv=None):
         df = tidy(rows)
         assert not df.select_dtypes("number").isna().any().any(), f"NaN in {stem}"
         df.to_csv(args.out / f"{stem}.csv", index=False, float_format="%.17g")
-        meta = dict(table=stem, script="scripts/regenerate_finite_d_data.py", attnlib_version=attnlib.__version__,
+        meta = dict(table=stem, script="scripts/regenerate_finite_d_data.py",
                     params=dict(sigma=PARAMS.sigma, lam=PARAMS.lam, omega=PARAMS.omega,
                                 A=[list(a) for a in PARAMS.A]),
                     grid=grid, options={**COMMON, **extra}, blas_threads=1, n_jobs=args.n_jobs,
-                    n_rows=len(df), wall_time_s=round(wall, 1), python=sys.version.split()[0],
-                    numpy=np.__version__, machine=platform.machine(),
-                    generated=time.strftime("%Y-%m-%dT%H:%M:%S"))
+                    n_rows=len(df), wall_time_s=round(wall, 1), **provenance())
         (args.out / f"{stem}.json").write_text(json.dumps(meta, indent=2) + "\n")
         print(f"{stem}: {len(df)} runs in {wall:.0f} s", flush=True)
 
