@@ -108,6 +108,18 @@ class Continuation:
         Continuation steps at most, per direction.
     jacobian_every : int
         A fresh finite-difference Jacobian every this many steps (Broyden updates in between).
+    max_skips : int
+        Where the corrector fails even at ``ds_min`` (a jump of the map that the smoothing does not cover), the
+        fixed point is solved by Newton at ``log alpha`` moved by ``skip_step`` and the continuation resumes
+        there if it is the same branch (no coordinate moved by more than ``max_skip_jump``); at most this many
+        times per direction.
+    skip_step, max_skip_jump : float
+        See ``max_skips`` (in ``z`` units).
+    confirm_back : float
+        A turn of the curve in ``alpha`` counts as a fold only if the continuation then goes back by this much
+        in ``log alpha`` (or runs into the vanishing of the overlap or the end of the range); a curve that
+        turns again sooner is following a wiggle of the piecewise smooth map (a few quadrature nodes switching
+        proximal minimum), and the branch is continued.
     """
 
     solver: SESolver = field(default_factory=SESolver)
@@ -121,9 +133,13 @@ class Continuation:
     slow_newton: int = 4
     max_steps: int = 300
     jacobian_every: int = 3
+    confirm_back: float = 0.04
+    max_skips: int = 6
+    skip_step: float = 0.01
+    max_skip_jump: float = 0.1
 
     def __post_init__(self):
-        for name in ("ds", "ds_min", "ds_max", "tol", "fd_step"):
+        for name in ("ds", "ds_min", "ds_max", "tol", "fd_step", "skip_step", "max_skip_jump"):
             v = check_finite_scalar(name, getattr(self, name))
             if not v > 0:
                 raise ValueError(f"{name} must lie in (0, inf), got {v!r}")
@@ -131,7 +147,8 @@ class Continuation:
             raise ValueError(f"need ds_min <= ds <= ds_max, got {self.ds_min}, {self.ds}, {self.ds_max}")
         if not check_finite_scalar("grow", self.grow) > 1:
             raise ValueError(f"grow must lie in (1, inf), got {self.grow!r}")
-        for name, lo in (("max_newton", 1), ("slow_newton", 1), ("max_steps", 1), ("jacobian_every", 1)):
+        for name, lo in (("max_newton", 1), ("slow_newton", 1), ("max_steps", 1), ("jacobian_every", 1),
+                         ("max_skips", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
@@ -378,7 +395,10 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
     ds, s = settings.ds, 0.0
     points, history = [], [(z.copy(), tau.copy(), start)]
     end, folded, extra, since_fresh = None, False, 0, 0
-    last_move = float(direction)
+    candidate = None  # (alpha of a turn, index of its first point, log alpha there) until confirmed as a fold
+    confirmed = False
+    skips = 0
+    heading = float(direction)  # the sign of the last move in alpha
     for _ in range(settings.max_steps):
         step = None
         while ds >= settings.ds_min:
@@ -387,6 +407,15 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
                 step = out
                 break
             ds *= 0.5
+        if step is None and skips < settings.max_skips:
+            # a rough spot of the map (a jump the smoothing does not cover): solve at a slightly different
+            # alpha by Newton from the last point and resume from there if it is the same branch
+            jumped = _skip(fmap, z, tau, k, settings, floor if branch in ("semantic", "positional") else None)
+            if jumped is not None:
+                skips += 1
+                z, tau, J = jumped
+                ds = settings.ds
+                continue
         if step is None:
             end = BranchEnd("lost", math.exp(z[k]), f"corrector failed at the smallest step {settings.ds_min:g}")
             warnings.warn(f"continuation of the {branch} branch lost at alpha={math.exp(z[k]):.4g} "
@@ -406,11 +435,12 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
         res = fmap.result(z_new[:k], z_new[k], float(np.max(np.abs(r))), True, n_newton)
         det = float(np.linalg.det(J_fresh[:, :k]))
         alpha_new = res.alpha
-        # a turn in alpha: the tangent's alpha component changes sign, or the secant does (the tangent of an
-        # updated Jacobian can miss a sharp turn that the points themselves show)
+        # a turn in alpha: the points move against the current heading in alpha (one criterion only, so that
+        # one turn is counted once; the tangent changes sign within a step of the secant)
         moved = z_new[k] - z[k]
-        turned = tau_new[k] * tau[k] < 0 or (
-            moved * last_move < 0 and abs(moved) > 1e-9 and abs(last_move) > 1e-9)
+        turned = abs(moved) > 1e-7 and moved * heading < 0
+        if turned:
+            heading = -heading
         row = {**res.as_row(), "s": s, "dlogalpha_ds": float(tau_new[k]), "det_ru": det,
                "newton_iter": n_newton, "partner": folded}
         # --- ends
@@ -425,19 +455,29 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
             end = BranchEnd("range", hi if alpha_new > hi else lo, "the branch goes on beyond the range")
             break
         points.append(row)
-        if turned and not folded:
-            a_fold = _fold_alpha(history, z_new, k)
-            end = BranchEnd("fold", a_fold, "the branch turns back in alpha (dalpha/ds changes sign)")
-            folded = True
-            if extra >= past_fold:
-                break
-        if folded:
+        if confirmed:  # past a confirmed fold: record past_fold points of the partner, then stop
             extra += 1
-            if extra > past_fold:
-                break
+        elif turned and candidate is not None:
+            # the curve turned back again before it had gone back far: a wiggle of the (piecewise smooth) map,
+            # not a fold; the points since the first turn belong to the branch after all
+            for r_ in points[candidate[1]:]:
+                r_["partner"] = False
+            candidate, folded = None, False
+        elif turned:
+            candidate = (_fold_alpha(history, z_new, k), len(points) - 1, float(z[k]))
+            folded = True
+            row["partner"] = True
+            extra = 0
+        elif candidate is not None:
+            extra += 1
+            if abs(z_new[k] - candidate[2]) >= settings.confirm_back:
+                confirmed = True
+                fold_end = BranchEnd("fold", candidate[0], "the branch turns back in alpha (dalpha/ds changes "
+                                     f"sign) and goes on back by {settings.confirm_back:g} in log alpha")
+        if confirmed and extra >= past_fold:
+            break
         history.append((z_new.copy(), tau_new.copy(), res))
         history = history[-3:]
-        last_move = moved
         z, tau, J = z_new, tau_new, J_fresh
         ds = min(settings.ds_max, ds * settings.grow) if n_newton <= 2 else (
             max(settings.ds_min, ds * 0.5) if n_newton > settings.slow_newton else ds)
@@ -445,7 +485,45 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
         end = BranchEnd("lost", math.exp(z[k]), f"max_steps={settings.max_steps} reached")
         warnings.warn(f"continuation of the {branch} branch stopped after max_steps={settings.max_steps}",
                       ConvergenceWarning, stacklevel=2)
+    if confirmed:  # (the partner may have run into the range or the agnostic point before past_fold points)
+        del points[candidate[1] + past_fold:]
+        end = fold_end
+    elif candidate is not None:
+        # the curve turned and then stopped before the turn was confirmed: the points after the turn stay out
+        # of the branch itself; if it stopped at the range or on the vanishing of its overlap (the partner
+        # running into the agnostic point), the turn is the branch's end; a failure stays a failure
+        for r_ in points[candidate[1]:]:
+            r_["partner"] = True
+        if end.kind in ("range", "vanishes"):
+            end = BranchEnd("fold", candidate[0], f"the branch turns back in alpha; the continuation past it "
+                            f"ended ({end.kind}) before the turn was confirmed")
     return points, end
+
+
+def _skip(fmap: "FixedPointMap", z: np.ndarray, tau: np.ndarray, k: int, settings: "Continuation",
+          floor: float | None):
+    """Step over a rough spot: Newton at fixed ``log alpha = z_k + skip_step * sign(tau_k)`` from the last
+    point. Returns ``(z, tau, J)`` at the new point if Newton converged there to a point of the same branch
+    (every coordinate within ``max_skip_jump`` of the last point's, the defining overlap above ``floor``),
+    else None."""
+    t_new = z[k] + math.copysign(settings.skip_step, tau[k] if tau[k] != 0 else 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        try:
+            res = newton_fixed_point(fmap.params, math.exp(t_new), fmap.branch, fmap.to_x(z[:k]), settings, fmap)
+        except (ValueError, FloatingPointError):
+            return None
+    if not res.converged:
+        return None
+    u = fmap.to_u(res.overlaps)
+    if np.max(np.abs(u - z[:k])) > settings.max_skip_jump:
+        return None
+    if floor is not None and defining_overlap(fmap.branch, res) < floor:
+        return None
+    z_new = np.concatenate([u, [t_new]])
+    r = fmap.residual(u, t_new)
+    J = fmap.jacobian(u, t_new, r, settings.fd_step)
+    return z_new, _null_vector(J, tau), J
 
 
 def _fold_alpha(history: list, z_new: np.ndarray, k: int) -> float:

@@ -213,12 +213,14 @@ def _range(alpha_range, alphas) -> tuple[float, float]:
 
 #: Number of points of the range at which :func:`branch_trace` looks for the positional branch.
 _POSITIONAL_PROBES = 7
+#: Starts tried at most for the positional trace (the one covering the widest range of alpha is kept).
+_POSITIONAL_TRIES = 3
 
 
 def _positional_starts(params: TaskParams, lo: float, hi: float, solver: SESolver) -> list:
     """Where the positional branch is unambiguous: the points of a coarse probe of the range (the
     state-evolution iteration of ``solver`` from ``m = 0.25``, ``V = 10``) where ``m`` is clearly non-zero
-    (ten times the vanishing floor), largest ``m`` first, as ``(alpha, overlaps)``."""
+    (ten times the vanishing floor), the middle one first, as ``(alpha, overlaps)``."""
     start = Overlaps(q=0.2 * params.rho, m=0.25, V=10.0, theta=0.0)
     found = []
     with warnings.catch_warnings():
@@ -226,8 +228,11 @@ def _positional_starts(params: TaskParams, lo: float, hi: float, solver: SESolve
         for a in np.geomspace(lo, hi, _POSITIONAL_PROBES):
             res = solve_state_evolution(params, float(a), "positional", start=start, solver=solver)
             if res.converged and abs(res.m) >= 10 * VANISH_FLOOR * params.rho:
-                found.append((abs(res.m), float(a), res.overlaps))
-    return [(a, x) for _, a, x in sorted(found, key=lambda f: -f[0])]
+                found.append((float(a), res.overlaps))
+    # the middle of the probed points where m is non-zero first (away from both ends of the branch), then
+    # outwards from it
+    mid = (len(found) - 1) / 2
+    return [found[i] for i in sorted(range(len(found)), key=lambda i: (abs(i - mid), i))]
 
 
 def _trace_to_json(trace: BranchTrace) -> dict:
@@ -258,8 +263,9 @@ def branch_trace(params: TaskParams, branch: str, alpha_range=DEFAULT_RANGE, sol
     """A branch followed by continuation to its ends (:func:`attnlib.continuation.trace_branch`), cached.
 
     The semantic branch is started at the top of ``alpha_range`` (where it is the global minimum), the
-    positional one where a coarse probe of the range finds its ``m`` largest (:func:`_positional_starts`).
-    Returns None if the branch is not found.
+    positional one in the middle of the part of the range where a coarse probe finds ``m`` clearly non-zero
+    (:func:`_positional_starts`; up to :data:`_POSITIONAL_TRIES` starts, the trace that covers the widest
+    range of ``alpha`` is kept). Returns None if the branch is not found.
     """
     if branch not in ("semantic", "positional"):
         raise ValueError(f"branch must be 'semantic' or 'positional', got {branch!r}")
@@ -271,13 +277,19 @@ def branch_trace(params: TaskParams, branch: str, alpha_range=DEFAULT_RANGE, sol
             tries = [(hi, None)]
         else:
             tries = _positional_starts(params, lo, hi, settings.solver)
-        for a0, start in tries:
+        best, best_span = None, -1.0
+        for a0, start in tries[:_POSITIONAL_TRIES]:
             try:
                 trace = trace_branch(params, branch, a0, (lo, hi), settings, start=start)
             except ValueError:
                 continue
-            return _trace_to_json(trace)
-        return None
+            st = trace.stable.alpha
+            span = math.log(st.max() / st.min()) if len(st) else 0.0
+            if span > best_span:
+                best, best_span = trace, span
+            if trace.converged and trace.lower.alpha <= a0 / 1.5 or trace.lower.kind == "range":
+                break  # the trace reaches well below its start: the branch was followed from inside it
+        return None if best is None else _trace_to_json(best)
 
     doc = cached("branch-trace", compute, use_cache=use_cache, params=params, branch=branch,
                  alpha_range=(lo, hi), settings=settings)

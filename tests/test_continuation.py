@@ -64,20 +64,23 @@ def test_free_state_at_a_branch_point_equals_the_branch():
 
 @pytest.mark.slow
 def test_fold_is_a_sign_change_of_the_jacobian_determinant():
-    """At omega = 0.3 the semantic branch, followed down in alpha with the smooth default rule, turns back at
-    a fold: there dalpha/ds and det(r_u) change sign together, and the points past it (the unstable partner)
-    lie at larger alpha than the fold."""
+    """At omega = 0.15 the semantic branch, followed down in alpha with the smooth default rule, turns back at
+    a fold and its unstable partner runs back up towards the agnostic point: det(r_u) changes sign across the
+    fold, and the points past it (the partner) lie at larger alpha than the fold, with a smaller theta."""
+    p = TaskParams(sigma=0.5, lam=0.01, omega=0.15)
     settings = continuation_settings()
-    tr = trace_branch(P, "semantic", 1.0, alpha_range=(0.4, 1.0), settings=settings, past_fold=2)
+    tr = trace_branch(p, "semantic", 0.8, alpha_range=(0.4, 0.8), settings=settings, past_fold=2)
     assert tr.lower.kind == "fold", tr.lower
     rows = tr.table.sort_values("s")
     stable, partner = rows[~rows.partner], rows[rows.partner]
     assert len(partner) >= 1
-    first_partner = partner.iloc[0]  # the lower end of the curve is the fold side
-    assert np.sign(first_partner.det_ru) != np.sign(stable.iloc[1].det_ru)
-    assert np.sign(first_partner.dlogalpha_ds) != np.sign(stable.iloc[1].dlogalpha_ds)
+    near = stable.iloc[1]  # the lower end of the curve is the fold side
+    far = partner.iloc[0]  # the partner point farthest past the fold (the curve is listed from that end)
+    assert np.sign(far.det_ru) != np.sign(near.det_ru)
+    assert far.alpha > tr.lower.alpha * math.exp(continuation_settings().confirm_back)  # it went back in alpha
     assert tr.lower.alpha <= stable.alpha.min() + 1e-9 and tr.lower.alpha <= partner.alpha.min() + 1e-9
-    assert 0.6 < tr.lower.alpha < 0.85
+    assert 0.45 < tr.lower.alpha < 0.6
+    assert partner.theta.max() < stable.theta.min()  # the partner has the smaller overlap
 
 
 def test_smoothing_is_a_small_regularisation():
