@@ -9,7 +9,9 @@ tidy row per run):
 * ``arbiter_standard.csv``: standard A; at omega in {0, 0.1, 0.2, 0.3, 0.4} 7 alphas around the transition
   (the finite-d alpha_c, chapters 5 and 6), d = 1000, 2000, 4000, seeds 0-3; at omega in {0, 0.3} also alpha in
   {0.3, 0.45, 0.6, 0.8} (d up to 4000) and {1, 1.3, 1.7, 2.2, 3} (d = 1000, 2000), where the theory stops or
-  starts describing finite d (chapter 7); plus d = 8000 at omega = 0, alpha in {0.45, 0.6, 0.8}, seeds 0-1;
+  starts describing finite d (chapter 7); plus d = 8000 at omega = 0, alpha in {0.45, 0.6, 0.8}, seeds 0-1; and
+  at omega = 0 (where theory and paper differ most) seeds 4-7 at d = 4000 and a d = 8000 column (the five
+  middle alphas of the crossing window, seeds 0-5);
 * ``arbiter_alternative.csv``: the alternative A, omega in {0.05, 0.1, 0.15, 0.2, 0.3}, alpha in
   {0.5, 1, 1.5, 2}, d = 2000, 4000, seeds 0-1 (chapter 6);
 * ``arbiter_gamp.csv``: standard A, omega = 0, alpha in {0.45, 0.55}, d = 2000, 4000, seeds 0-2, both starts,
@@ -70,6 +72,9 @@ def standard_jobs():
             large = [a for a in RS_LARGE_ALPHAS if a not in set(np.round(alphas, 4))]
             yield dict(params=STANDARD.with_(omega=w), alphas=large, ds=(1000, 2000), seeds=range(4))
     yield dict(params=STANDARD.with_(omega=0.0), alphas=(0.45, 0.6, 0.8), ds=(8000,), seeds=range(2))
+    # omega = 0, where theory (0.61) and paper (0.55) differ most: more seeds at d = 4000 and a d = 8000 column
+    yield dict(params=STANDARD.with_(omega=0.0), alphas=crossing_alphas(0.0), ds=(4000,), seeds=range(4, 8))
+    yield dict(params=STANDARD.with_(omega=0.0), alphas=crossing_alphas(0.0)[1:6], ds=(8000,), seeds=range(6))
 
 
 def alternative_jobs():

@@ -17,6 +17,8 @@ Parts (``--parts``):
 * ``traces``: the two branches traced at omega in {0, 0.1, 0.2, 0.3, 0.4} (scrambling 0): ``branch_traces.csv``;
 * ``alternative``: the paper's alternative A at omega in {0, 0.05, 0.1, 0.15, 0.2, 0.3} (one scrambling):
   ``phase_alternative.csv`` and its traces at omega in {0.1, 0.15} (appended to ``branch_traces.csv``);
+* ``slices``: alpha_c, alpha_l and the branch ends at other sigma (0.4, 0.6) and lambda (0.003, 0.03), standard
+  A, omega in {0, 0.2, 0.4} (one scrambling): ``phase_slices.csv``;
 * ``validity``: theory against the finite-d minimisers of ``arbiter_standard.csv``
   (:func:`attnlib.validity.rs_validity`, with the replicon and tie density of every fixed point):
   ``rs_validity.csv``; and the fixed points of the state evolution nearest to some finite-d minima
@@ -24,7 +26,7 @@ Parts (``--parts``):
 
 Usage::
 
-    python scripts/regenerate_phase_data.py [--n-jobs 2] [--parts standard traces alternative validity]
+    python scripts/regenerate_phase_data.py [--n-jobs 2] [--parts standard traces alternative slices validity]
 """
 import argparse
 import json
@@ -49,6 +51,9 @@ OMEGAS = sorted({0.0, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.275, 0.3, 0.325, 0.35
 SCRAMBLINGS = 3
 TRACE_OMEGAS = (0.0, 0.1, 0.2, 0.3, 0.4)
 ALT_OMEGAS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3)
+#: The (sigma, lambda) slices: each value changes one parameter of the standard task.
+SLICES = (("sigma", 0.4), ("sigma", 0.6), ("lam", 0.003), ("lam", 0.03))
+SLICE_OMEGAS = (0.0, 0.2, 0.4)
 #: Finite-d minima whose nearest fixed point of the theory is looked for: (A, omega, alpha, start).
 FREE_POINTS = [("standard", 0.0, 0.55, "positional"), ("standard", 0.0, 0.55, "semantic"),
                ("standard", 0.3, 0.6, "semantic"), ("standard", 0.3, 0.6, "positional"),
@@ -80,7 +85,8 @@ def trace_rows(params, label, omegas):
             tr = branch_trace(p, b)
             if tr is None:
                 continue
-            t = tr.table[["alpha", "q", "m", "V", "theta", "train_loss", "test_error", "s", "partner"]].copy()
+            t = tr.table[["alpha", "q", "m", "V", "theta", "train_loss", "test_error", "residual", "s", "dlogalpha_ds",
+                          "det_ru", "partner"]].copy()
             t.insert(0, "branch", b)
             t.insert(0, "omega", float(w))
             t.insert(0, "A", label)
@@ -100,6 +106,18 @@ def part_alternative(args, meta):
     df = phase_diagram(ALTERNATIVE, ALT_OMEGAS, n_jobs=args.n_jobs, progress=True)
     df.to_csv(args.out / "phase_alternative.csv", index=False, float_format="%.10g")
     meta["alternative"] = {"omegas": ALT_OMEGAS, "A": ALTERNATIVE_A}
+
+
+def part_slices(args, meta):
+    parts = []
+    for key, value in SLICES:
+        df = phase_diagram(STANDARD.with_(**{key: value}), SLICE_OMEGAS, n_jobs=args.n_jobs, progress=True)
+        df.insert(0, "lam", STANDARD.lam if key == "sigma" else value)
+        df.insert(0, "sigma", value if key == "sigma" else STANDARD.sigma)
+        df.insert(0, "slice", key)
+        parts.append(df)
+    pd.concat(parts, ignore_index=True).to_csv(args.out / "phase_slices.csv", index=False, float_format="%.10g")
+    meta["slices"] = {"slices": SLICES, "omegas": SLICE_OMEGAS}
 
 
 def part_validity(args, meta):
@@ -128,7 +146,7 @@ def part_validity(args, meta):
 
 
 PARTS = {"standard": part_standard, "traces": part_traces, "alternative": part_alternative,
-         "validity": part_validity}
+         "slices": part_slices, "validity": part_validity}
 
 
 def main(argv=None):

@@ -1,15 +1,16 @@
-"""The phase-diagram data of book/06-phase-diagram.md (written by scripts/regenerate_phase_data.py).
+"""The phase-diagram data of the book (book/data/phase_*.csv, branch_traces.csv, rs_validity.csv,
+free_states.csv; written by scripts/regenerate_phase_data.py from the continuation-based functions of
+attnlib.sweeps).
 
-Checks the CSVs' columns and required values, and recomputes a few entries with attnlib (same solver as the
-script) against the stored values. Tolerances reflect solver and quadrature noise: 2e-3 absolute on
-thresholds (Brent's ``xtol`` is 1e-4; the fixed points are converged to 1e-6 relative), 1 % on errors.
-"""
+Checks the tables' columns and required values, their internal consistency (the summary is the mean of the
+runs; thresholds lie where both branches exist; alpha_l >= alpha_c), physics (a stored trace point is a fixed
+point of the state-evolution map; at a fold the curve turns back), the paper's reference point, and
+recomputes a few entries with attnlib without the disk cache."""
 from __future__ import annotations
 
 import json
-import sys
+import math
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,45 +18,54 @@ import pandas as pd
 import pytest
 
 import attnlib
-from attnlib.sweeps import DEFAULT_ALPHA_GRID
+from attnlib import ALTERNATIVE_A, Overlaps, TaskParams
+from attnlib.continuation import FixedPointMap
+from attnlib.sweeps import continuation_settings, summarise_phase_diagram
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
-sys.path.insert(0, str(ROOT / "scripts"))
-from regenerate_phase_data import BASE, make_solver  # noqa: E402
-
 META = json.loads((DATA / "phase_meta.json").read_text())
-SOLVER = make_solver(META["solver"]["order"])
+STANDARD = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
+ENDS = [f"{b}_{s}" for b in ("semantic", "positional") for s in ("lower", "upper")]
+RUN_COLUMNS = (["omega", "scrambling", "eps_lin", "alpha_c", "reason_alpha_c", "alpha_l", "reason_alpha_l",
+                "found_alpha_c", "found_alpha_l"] + [f"{e}_alpha" for e in ENDS] + [f"{e}_kind" for e in ENDS])
 
 COLUMNS = {
-    "phase_standard.csv": ["omega", "alpha_c", "alpha_l", "eps_lin", "spinodal_semantic", "spinodal_positional",
-                           "found_alpha_c", "found_alpha_l", "spinodal_semantic_status",
-                           "spinodal_positional_status"],
-    "phase_alternative.csv": ["omega", "alpha_c", "alpha_l", "eps_lin", "spinodal_semantic",
-                              "spinodal_positional", "found_alpha_c", "found_alpha_l"],
-    "phase_heatmap.csv": ["omega", "alpha", "eps_t_semantic", "eps_t_positional", "eps_t_gap", "eps_g_semantic",
-                          "eps_g_positional", "theta_semantic", "m_positional", "global_branch", "eps_g_global",
-                          "eps_lin", "lin_minus_global", "converged_semantic", "converged_positional"],
-    "phase_semantic_edge.csv": ["omega", "edge_lo", "edge_hi", "spinodal_semantic_fine", "spinodal_status"],
-    "phase_semantic_branch.csv": ["omega", "alpha", "q", "theta", "train_loss", "test_error", "converged"],
-    "dual_minima_curvature.csv": ["alpha", "theta", "q", "kappa", "converged"],
-    "phase_slices.csv": ["slice", "sigma", "lam", "omega", "alpha_c", "alpha_l", "eps_lin", "found_alpha_c",
-                         "found_alpha_l"],
+    "phase_standard_runs.csv": RUN_COLUMNS,
+    "phase_standard.csv": ["omega", "eps_lin", "scramblings", "alpha_c", "alpha_c_err", "alpha_l", "alpha_l_err",
+                           "paper_alpha_c", "paper_alpha_l"] + [f"{e}_alpha" for e in ENDS]
+                          + [f"{e}_kind" for e in ENDS],
+    "phase_alternative.csv": RUN_COLUMNS,
+    "phase_slices.csv": ["slice", "sigma", "lam"] + RUN_COLUMNS,
+    "branch_traces.csv": ["A", "omega", "branch", "alpha", "q", "m", "V", "theta", "train_loss", "test_error",
+                          "residual", "s", "dlogalpha_ds", "det_ru", "partner", "lower_kind", "lower_alpha",
+                          "upper_kind", "upper_alpha"],
+    "rs_validity.csv": ["omega", "alpha", "start", "fixed_point", "theory_loss", "fd_loss", "fd_loss_err", "z_loss",
+                        "theory_overlap", "fd_overlap", "fd_overlap_err", "replicon", "tie_density"],
+    "free_states.csv": ["A", "omega", "alpha", "start", "d", "fd_q", "fd_m", "fd_theta", "free_converged", "free_m",
+                        "free_theta", "positional_converged", "positional_m", "semantic_converged", "semantic_theta"],
 }
 REQUIRED = {  # columns that must never be NaN
-    "phase_standard.csv": ["omega", "eps_lin"],
+    "phase_standard_runs.csv": ["omega", "eps_lin"],
+    "phase_standard.csv": ["omega", "eps_lin", "alpha_c", "alpha_l"],
     "phase_alternative.csv": ["omega", "eps_lin"],
-    "phase_heatmap.csv": ["omega", "alpha", "eps_t_semantic", "eps_t_positional", "eps_t_gap", "eps_g_global",
-                          "eps_lin", "lin_minus_global"],
     "phase_slices.csv": ["sigma", "lam", "omega", "eps_lin"],
-    "phase_semantic_edge.csv": ["omega", "spinodal_status"],
-    "phase_semantic_branch.csv": ["omega", "alpha", "theta", "train_loss"],
-    "dual_minima_curvature.csv": ["alpha", "theta", "kappa"],
+    "branch_traces.csv": ["alpha", "q", "m", "V", "theta", "train_loss", "test_error"],
+    "rs_validity.csv": ["alpha", "theory_loss", "fd_loss", "theory_overlap", "fd_overlap", "replicon"],
+    "free_states.csv": ["fd_q", "fd_m", "fd_theta"],
 }
 
 
 def load(name):
-    return pd.read_csv(DATA / name)
+    return pd.read_csv(DATA / name, keep_default_na=True)
+
+
+@pytest.fixture(autouse=True)
+def _quiet(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLIB_CACHE_DIR", str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 @pytest.mark.parametrize("name", sorted(COLUMNS))
@@ -66,114 +76,95 @@ def test_columns_and_required_values(name):
     assert not missing, f"{name}: missing columns {missing}"
     for col in REQUIRED[name]:
         assert df[col].notna().all(), f"{name}: NaN in required column {col}"
-    if "found_alpha_c" in df:   # a threshold is NaN exactly when it was not found
-        assert (df.found_alpha_c == df.alpha_c.notna()).all()
-        assert (df.found_alpha_l == df.alpha_l.notna()).all()
+    if "found_alpha_c" in df:  # a threshold is NaN exactly when it was not found, and then a reason is given
+        for q in ("alpha_c", "alpha_l"):
+            assert (df[f"found_{q}"] == df[q].notna()).all()
+            assert df.loc[~df[f"found_{q}"], f"reason_{q}"].fillna("").str.len().gt(0).all()
+    for col in [c for c in df.columns if c.endswith("_kind") and not c.endswith("_kind_n")]:
+        assert set(df[col].dropna()) <= {"fold", "vanishes", "range", "lost", "absent"}, col
 
 
 def test_metadata():
-    assert META["attnlib_version"] == attnlib.__version__
-    assert META["generated_by"] == "scripts/regenerate_phase_data.py"
-    for name in COLUMNS:
-        assert name in META["files"]
+    prov = META["provenance"]
+    assert prov["script"] == "scripts/regenerate_phase_data.py"
+    assert prov["attnlib_version"] == attnlib.__version__
+    assert prov["quadrature"] == str(attnlib.sweeps.SMOOTH_QUADRATURE)
+    for part in ("standard", "traces", "alternative", "slices", "validity"):
+        assert META[part]["wall_time_s"] > 0, part
 
 
-def test_standard_diagram_shape():
-    std = load("phase_standard.csv")
-    ok = std[std.found_alpha_c]
-    assert len(ok) >= 0.7 * len(std)
-    assert np.all(np.diff(ok.sort_values("omega").alpha_c) > -2e-3), "alpha_c should rise with omega"
-    both = std[std.found_alpha_c & std.found_alpha_l]
-    assert np.all(both.alpha_l >= both.alpha_c - 1e-6), "alpha_l >= alpha_c by definition"
-    # spec section 4: paper reference at omega = 0.3
-    row = std.loc[(std.omega - 0.3).abs().idxmin()]
+def test_summary_is_the_mean_of_the_runs():
+    runs, summary = load("phase_standard_runs.csv"), load("phase_standard.csv")
+    assert (runs.groupby("omega").scrambling.nunique() == summary.set_index("omega").scramblings).all()
+    again = summarise_phase_diagram(runs)
+    for col in ("alpha_c", "alpha_c_err", "alpha_l", "semantic_lower_alpha", "positional_upper_alpha"):
+        np.testing.assert_allclose(again[col], summary[col], rtol=1e-8, equal_nan=True, err_msg=col)
+
+
+def test_standard_diagram_shape_and_reference_point():
+    std = load("phase_standard.csv").sort_values("omega")
+    assert np.all(np.diff(std.alpha_c) > -3 * std.alpha_c_err.max()), "alpha_c rises with omega"
+    assert np.all(std.alpha_l >= std.alpha_c - 1e-9), "alpha_l >= alpha_c by definition"
+    # the transition lies where both branches exist: above the end of the semantic branch
+    assert np.all(std.alpha_c > std.semantic_lower_alpha)
+    pos_end = std.positional_upper_kind.isin(["fold", "vanishes"])
+    assert np.all(std.alpha_c[pos_end] < std.positional_upper_alpha[pos_end])
+    # the paper's values at omega = 0.3 (Cui et al. 2024): alpha_c = 1.24, alpha_l = 1.45, within 0.05
+    row = std.loc[np.isclose(std.omega, 0.3)].iloc[0]
     assert abs(row.alpha_c - 1.24) < 0.05 and abs(row.alpha_l - 1.45) < 0.05
+    assert row.paper_alpha_c == pytest.approx(1.241, abs=1e-3)
 
 
-def test_heatmap_consistency():
-    hm = load("phase_heatmap.csv")
-    sem = hm.global_branch == "semantic"
-    assert (sem == (hm.eps_t_gap < 0)).all()
-    eg = np.where(sem, hm.eps_g_semantic, hm.eps_g_positional)
-    np.testing.assert_allclose(hm.eps_g_global, eg, rtol=1e-12)
-    np.testing.assert_allclose(hm.lin_minus_global, hm.eps_lin - hm.eps_g_global, atol=1e-12)
-    assert set(np.round(hm.alpha.unique(), 4)) == set(np.round(DEFAULT_ALPHA_GRID, 4))
+def test_trace_points_are_fixed_points_and_folds_turn_back():
+    """Stored points of the standard traces at omega = 0.3 are stationary under the state-evolution map
+    (residual below the continuation tolerance), and the semantic branch's lower end is a fold at which the
+    curve turns back (dalpha/ds changes sign along the stored curve past it) or a vanishing of theta."""
+    tr = load("branch_traces.csv")
+    settings = continuation_settings()
+    for branch, a in (("semantic", 1.5), ("positional", 1.0)):
+        sub = tr[(tr.A == "standard") & np.isclose(tr.omega, 0.3) & (tr.branch == branch) & ~tr.partner]
+        row = sub.loc[(sub.alpha - a).abs().idxmin()]
+        fmap = FixedPointMap(STANDARD, branch, settings.solver)
+        u = fmap.to_u(Overlaps(row.q, row.m, row.V, row.theta))
+        assert np.max(np.abs(fmap.residual(u, math.log(row.alpha)))) < 5 * settings.tol, branch
+    sem = tr[(tr.A == "standard") & np.isclose(tr.omega, 0.3) & (tr.branch == "semantic")]
+    kind, end = sem.lower_kind.iloc[0], sem.lower_alpha.iloc[0]
+    stable = sem[~sem.partner]
+    assert kind in ("fold", "vanishes") and end <= stable.alpha.min() + 1e-9
+    if kind == "vanishes":
+        assert stable.sort_values("alpha").theta.iloc[0] < 0.05 * STANDARD.rho
 
 
-@pytest.fixture(autouse=True)
-def _quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-
-
-def test_recompute_alpha_c_standard():
-    """alpha_c at omega = 0.15 (not cached: fresh computation without the disk cache)."""
-    std = load("phase_standard.csv")
-    row = std.loc[(std.omega - 0.15).abs().idxmin()]
-    p = attnlib.TaskParams(**{**BASE, "omega": float(row.omega)})
-    a_c = attnlib.critical_alpha(p, solver=SOLVER, use_cache=False)
-    assert abs(a_c - row.alpha_c) < 2e-3
-
-
-def test_recompute_heatmap_cell():
-    """One heat-map cell (both branches at one (alpha, omega)) without the cache, within 1 %."""
-    hm = load("phase_heatmap.csv")
-    row = hm.loc[((hm.omega - 0.2).abs() + (hm.alpha - 1.5).abs()).idxmin()]
-    p = attnlib.TaskParams(**{**BASE, "omega": float(row.omega)})
-    out = {}
-    for b in ("semantic", "positional"):
-        r = attnlib.solve_state_evolution(p, float(row.alpha), b, solver=SOLVER)
-        assert r.converged
-        out[b] = r
-    np.testing.assert_allclose(out["semantic"].train_loss, row.eps_t_semantic, rtol=1e-2)
-    np.testing.assert_allclose(out["positional"].train_loss, row.eps_t_positional, rtol=1e-2)
-    np.testing.assert_allclose(out["semantic"].test_error, row.eps_g_semantic, rtol=1e-2)
-    np.testing.assert_allclose(out["positional"].test_error, row.eps_g_positional, rtol=1e-2)
-    np.testing.assert_allclose(attnlib.linear_baseline_error(p), row.eps_lin, rtol=1e-6)
-
-
-def test_recompute_alternative_and_slice_point():
-    """alpha_c of the alternative A, by the sign of the training-loss gap 2e-3 on either side of the stored
-    value (4 fixed points instead of a whole sweep), eps_lin of one (sigma, lambda) slice point and alpha_c of
-    another, the same way."""
-    from attnlib.sweeps import energy_gap
-
+def test_alternative_and_slices_are_consistent():
     alt = load("phase_alternative.csv")
-    found = alt[alt.found_alpha_c]
-    row = found.iloc[len(found) // 2]
-    p = attnlib.TaskParams(**{**BASE, "omega": float(row.omega)}, A=attnlib.ALTERNATIVE_A)
-    assert energy_gap(p, float(row.alpha_c) - 2e-3, SOLVER) > 0 > energy_gap(p, float(row.alpha_c) + 2e-3, SOLVER)
+    assert np.allclose(alt.eps_lin, [attnlib.linear_baseline_error(STANDARD.with_(A=ALTERNATIVE_A, omega=w))
+                                     for w in alt.omega], rtol=1e-10)
     sl = load("phase_slices.csv")
-    srow = sl[sl.slice == "lam"].iloc[0]
-    ps = replace(attnlib.TaskParams(**BASE), omega=float(srow.omega), lam=float(srow.lam), sigma=float(srow.sigma))
-    np.testing.assert_allclose(attnlib.linear_baseline_error(ps), srow.eps_lin, rtol=1e-6)
-    # alpha_c of one slice, by the sign of the gap on either side (the largest lambda, middle omega: a crossing
-    # well inside both branches, reached from cold starts as well as along the sweep)
-    big = sl[(sl.slice == "lam") & (sl.lam == sl.lam.max()) & sl.found_alpha_c]
-    crow = big.iloc[len(big) // 2]
-    pc = replace(attnlib.TaskParams(**BASE), omega=float(crow.omega), lam=float(crow.lam), sigma=float(crow.sigma))
-    assert energy_gap(pc, float(crow.alpha_c) - 2e-3, SOLVER) > 0 > energy_gap(pc, float(crow.alpha_c) + 2e-3, SOLVER)
+    for r in sl.sample(3, random_state=0).itertuples():
+        p = STANDARD.with_(sigma=r.sigma, lam=r.lam, omega=r.omega)
+        assert r.eps_lin == pytest.approx(attnlib.linear_baseline_error(p), rel=1e-10)
+    ok = sl[sl.found_alpha_c & sl.found_alpha_l]
+    assert len(ok) >= len(sl) // 2 and (ok.alpha_l >= ok.alpha_c - 1e-9).all()
 
 
-def test_recompute_semantic_branch_and_curvature():
-    """One point of the fine semantic branch and one curvature of chapter 5, away from the branch's end."""
-    br = load("phase_semantic_branch.csv")
-    row = br.loc[((br.omega - 0.3).abs() + (br.alpha - 1.2).abs()).idxmin()]
-    p = attnlib.TaskParams(**{**BASE, "omega": float(row.omega)})
-    r = attnlib.solve_state_evolution(p, float(row.alpha), "semantic", solver=SOLVER)
-    np.testing.assert_allclose(r.theta, row.theta, rtol=1e-2)
-    np.testing.assert_allclose(r.train_loss, row.train_loss, rtol=1e-2)
-    cv = load("dual_minima_curvature.csv")
-    crow = cv.loc[(cv.alpha - 1.2).abs().idxmin()]
-    k = attnlib.branch_curvature(attnlib.TaskParams(**BASE), float(crow.alpha), "semantic", SOLVER)
-    np.testing.assert_allclose(k, crow.kappa, rtol=2e-2)
+def test_validity_rows_follow_from_the_arbiter_table():
+    """rs_validity's finite-d columns are the 1/d extrapolation of the arbiter table's seed means."""
+    from attnlib.arbiter import extrapolate_inverse_d
+
+    val, arb = load("rs_validity.csv"), pd.read_csv(DATA / "arbiter_standard.csv")
+    row = val[np.isclose(val.omega, 0.3) & np.isclose(val.alpha, 2.2) & (val.start == "positional")].iloc[0]
+    sub = arb[np.isclose(arb.omega, 0.3) & np.isclose(arb.alpha, 2.2) & (arb.start == "positional")]
+    g = (sub.train_loss - sub.train_loss_zero).groupby(sub.d)
+    a, a_err, _, _ = extrapolate_inverse_d(np.array(sorted(g.groups)), g.mean().to_numpy(),
+                                           (g.std(ddof=1) / np.sqrt(g.count())).to_numpy())
+    assert row.fd_loss == pytest.approx(a, rel=1e-9) and row.fd_loss_err == pytest.approx(a_err, rel=1e-9)
+    assert row.z_loss == pytest.approx((row.fd_loss - row.theory_loss) / row.fd_loss_err, rel=1e-9)
+    assert (val.replicon > 0).all()
 
 
-def test_semantic_edge_below_alpha_c():
-    """The semantic branch must exist (as a fixed point) at alpha_c, i.e. end below it."""
-    std = load("phase_standard.csv")
-    edge = load("phase_semantic_edge.csv").merge(std[["omega", "alpha_c"]], on="omega")
-    both = edge.dropna(subset=["edge_hi", "alpha_c"])
-    assert len(both) > 0
-    assert (both.edge_hi <= both.alpha_c * 1.12).all()
+def test_recompute_alpha_c_at_the_reference_point():
+    """alpha_c at omega = 0.3 (scrambling 0), computed afresh without the disk cache, equals the stored run."""
+    runs = load("phase_standard_runs.csv")
+    row = runs[np.isclose(runs.omega, 0.3) & (runs.scrambling == 0)].iloc[0]
+    a_c = attnlib.critical_alpha(STANDARD, use_cache=False)
+    assert a_c == pytest.approx(row.alpha_c, abs=2e-3)
