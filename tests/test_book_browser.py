@@ -10,8 +10,8 @@ launch buttons are there. A full-page screenshot of each page is saved under ``_
 It also fails on what a reader should never meet (``test_page_reads_cleanly``): the text of a MyST role or
 directive left in the page or in its typeset mathematics (``{glue``, ``{numref``, ``{eq``, ``{doc``, ``{cite``,
 a fenced directive), an unresolved reference (``??``, a cross-reference that links nowhere, a docutils error
-box), a figure shown at less than 2/3 of its natural width, a cell output wider than its column, the word
-"spec" in the prose, and a warning or traceback printed into a page.
+box), a figure shown at less than 2/3 of its natural width, a cell output or a displayed equation wider than its
+column, the word "spec" in the prose, and a warning or traceback printed into a page.
 
 ``BOOK_TOC=<toc.yml>`` restricts the checks to the pages of a partial table of contents (``conftest.py``);
 references to chapters left out of it are then expected to be unresolved and are not counted.
@@ -104,17 +104,25 @@ INSPECT_JS = r"""
       .flatMap(o => {
         const box = o.getBoundingClientRect(), out = [];
         if (o.scrollWidth > o.clientWidth + 1) out.push(`output area scrolls: ${o.scrollWidth} > ${o.clientWidth} px`);
+        const seen = [];   // report the outermost offending element only, not each of its descendants
         o.querySelectorAll('*').forEach(e => {
-          if (e.getClientRects().length === 0) return;
-          const r = e.getBoundingClientRect(), style = getComputedStyle(e);
-          if (r.width > 0 && r.right > box.right + 1)
-            out.push(`<${e.tagName.toLowerCase()} class="${e.className && e.className.baseVal !== undefined ? e.className.baseVal : e.className}"> ends ${Math.round(r.right - box.right)} px right of the column`);
-          else if (['auto', 'scroll'].includes(style.overflowX) && e.scrollWidth > e.clientWidth + 1)
-            out.push(`<${e.tagName.toLowerCase()}> scrolls sideways: ${e.scrollWidth} > ${e.clientWidth} px`);
+          if (e.getClientRects().length === 0 || seen.some(s => s.contains(e))) return;
+          const r = e.getBoundingClientRect(), style = getComputedStyle(e), tag = e.tagName.toLowerCase();
+          if (r.width > 0 && r.right > box.right + 1) {
+            seen.push(e);
+            out.push(`<${tag}> ends ${Math.round(r.right - box.right)} px right of the column`);
+          } else if (['auto', 'scroll'].includes(style.overflowX) && e.scrollWidth > e.clientWidth + 1) {
+            seen.push(e);
+            out.push(`<${tag}> scrolls sideways: ${e.scrollWidth} > ${e.clientWidth} px`);
+          }
         });
         return out.slice(0, 5);
       }),
     outputText: Array.from(article.querySelectorAll('.cell_output')).map(o => o.innerText).join('\n'),
+    // displayed equations wider than the space MathJax has for them (cut off, or behind a sideways scroll bar)
+    wideMath: Array.from(article.querySelectorAll('mjx-container[display="true"]'))
+      .filter(m => m.getClientRects().length > 0 && m.scrollWidth > m.clientWidth + 1)
+      .map(m => `equation ${(m.closest('.math') || {}).id || m.textContent.slice(0, 40)}: ${m.scrollWidth} px wide, ${m.clientWidth} px shown`),
   };
 }
 """
@@ -128,7 +136,26 @@ def inspect(name: str, server: str, browser) -> tuple[dict, list[str], list[str]
     whether it loads MathJax; saves the full-page screenshot."""
     if name in INSPECTED:
         return INSPECTED[name]
-    info, external, console_errors, uses_mathjax = inspect(name, server, browser)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    external: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith((server, "data:", "blob:")) else external.append(r.url))
+    console_errors: list[str] = []
+    page.on("pageerror", lambda e: None if str(e) in KNOWN_JS_ERRORS else console_errors.append(str(e)))
+    try:
+        response = page.goto(f"{server}/{name}.html", wait_until="load", timeout=60_000)
+        assert response is not None and response.status == 200, f"{name}: HTTP {response and response.status}"
+        # Sphinx includes MathJax only in pages that contain math; there, wait until typesetting is done.
+        uses_mathjax = page.evaluate("() => !!document.querySelector('script[src*=\"mathjax\"]')")
+        if uses_mathjax:
+            page.wait_for_function("() => window.MathJax && window.MathJax.startup && window.MathJax.startup.promise",
+                                   timeout=30_000)
+            page.evaluate("() => window.MathJax.startup.promise")
+        page.wait_for_load_state("networkidle", timeout=30_000)
+        info = page.evaluate(INSPECT_JS)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    finally:
+        page.close()
     INSPECTED[name] = (info, external, console_errors, uses_mathjax)
     return INSPECTED[name]
 
@@ -154,6 +181,8 @@ def reader_faults(info: dict, left_out: set[str] = frozenset()) -> list[str]:
             faults.append(f"figure {img['src']} shown at {img['shown']} px, less than 2/3 of its {img['natural']} px")
     if info["overflow"]:
         faults.append(f"cell output wider than its column: {info['overflow']}")
+    if info.get("wideMath"):
+        faults.append(f"displayed equations wider than the column: {info['wideMath']}")
     for m in re.finditer(r"\bspec\b", info["text"], flags=re.I):
         faults.append(f"the word 'spec' in the prose: ...{info['text'][max(0, m.start() - 60):m.end() + 40]!r}...")
     for m in WARNING_RE.finditer(info["outputText"]):
@@ -194,3 +223,32 @@ def test_page_renders(name: str, server: str, browser) -> None:
         assert info["thebe"] > 0, f"{name}: no Thebe launch button"
     # Everything a page needs is served locally: the book must render offline.
     assert not external, f"{name}: requests to external hosts at page load: {external}"
+
+
+def test_reader_faults_catch_what_they_should() -> None:
+    """The checks of ``test_page_reads_cleanly`` on made-up page inspections (no browser needed)."""
+    clean = dict(text="Fig. 3 shows it.", fullText="Fig. 3 shows it.", mathSources=[r"\alpha_c"], unlinked=[],
+                 problematic=[], images=[{"src": "a.png", "shown": 600, "natural": 650}], overflow=[],
+                 outputText="phase boundary from: phase_standard.csv")
+    assert reader_faults(clean) == []
+    cases = [
+        ({"text": "at {glue:text}`alpha_c:.2f` the"}, "MyST syntax"),
+        ({"mathSources": [r"\text{{glue:text}`alpha_c`}"]}, "MyST syntax"),
+        ({"text": "see {numref}`fig-x`"}, "MyST syntax"),
+        ({"text": "```{code-cell} ipython3"}, "MyST syntax"),
+        ({"text": "as Fig. ?? shows"}, "unresolved reference"),
+        ({"unlinked": ["fig-missing"]}, "link nowhere"),
+        ({"problematic": ["Unknown interpreted text role"]}, "docutils"),
+        ({"images": [{"src": "a.png", "shown": 400, "natural": 650}]}, "less than 2/3"),
+        ({"overflow": ["<table> ends 80 px right of the column"]}, "wider than its column"),
+        ({"wideMath": ["equation eq-prox: 760 px in a 688 px column"]}, "equations wider"),
+        ({"text": "as fixed in spec section 4"}, "'spec'"),
+        ({"outputText": "RuntimeWarning: overflow encountered"}, "warning printed"),
+        ({"outputText": "WARNING: no converged point"}, "warning printed"),
+        ({"fullText": "Traceback (most recent call last):"}, "traceback"),
+    ]
+    for change, what in cases:
+        faults = reader_faults({**clean, **change})
+        assert any(what in f for f in faults), (change, faults)
+    assert reader_faults({**clean, "text": "a specific, special case"}) == []
+    assert reader_faults({**clean, "unlinked": ["05-dual-minima"]}, left_out={"05-dual-minima"}) == []

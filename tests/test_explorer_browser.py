@@ -89,7 +89,7 @@ def check_view(s: dict, data: dict) -> None:
             if not entry["exists"][i][j]:
                 assert shown in DASHES, (b, key, shown)
                 continue
-            want = entry[key][i][j]
+            want = entry[key][i][j] / (data["params"]["sigma"] ** 2 if key == "m" else 1)   # shown as m/sigma^2
             assert float(shown) == pytest.approx(want, rel=10 ** (1 - digits), abs=10 ** -digits), (b, key, i, j)
     assert float(s["cells"]["linear.eps_lin"]) == pytest.approx(data["eps_lin"][i], rel=1e-4)
     assert s["star"]["omega"] == data["omega"][i] and s["star"]["alpha"] == data["alpha"][j]

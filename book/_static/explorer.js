@@ -282,7 +282,7 @@
       readout.textContent = "";
       var t = htmlEl("table", { "class": "readout-table" }, readout);
       var head = htmlEl("tr", {}, htmlEl("thead", {}, t));
-      ["", "test error \u03b5_g", "training loss \u03b5_t", "q", "m", "\u03b8"].forEach(function (h) {
+      ["", "test error \u03b5_g", "training loss \u03b5_t", "q", "m/\u03c3\u00b2", "\u03b8"].forEach(function (h) {
         htmlSub(htmlEl("th", {}, head), h);
       });
       var body = htmlEl("tbody", {}, t);
@@ -291,8 +291,10 @@
         var name = htmlEl("td", { "class": "name" }, tr);
         htmlEl("span", { "class": "swatch", style: "background:" + COLOUR[b] }, name);
         name.appendChild(document.createTextNode(" " + b + (D.global[i][j] === b ? " (global minimum)" : "")));
+        var s2 = D.params.sigma * D.params.sigma;   // the book shows the positional overlap as m / sigma^2
         [["eps_g", 5], ["eps_t", 5], ["q", 4], ["m", 4], ["theta", 4]].forEach(function (kd) {
-          htmlEl("td", { "data-key": b + "." + kd[0] }, tr, ok ? fmt(B[kd[0]][i][j], kd[1]) : "\u2014");
+          var v = ok ? B[kd[0]][i][j] / (kd[0] === "m" ? s2 : 1) : null;
+          htmlEl("td", { "data-key": b + "." + kd[0] }, tr, ok ? fmt(v, kd[1]) : "\u2014");
         });
         if (!ok) {
           tr.lastChild.textContent = B.converged[i][j] ? "no branch here" : "not converged";
