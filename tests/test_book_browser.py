@@ -6,6 +6,15 @@ repository root (the execution cache makes an up-to-date rebuild take seconds); 
 (Debian's /usr/bin/chromium, driven by playwright; never ``playwright install``). Per page it checks that the page loads, that every image loaded, that MathJax typeset
 the mathematics (no raw TeX delimiters left), that no notebook error or stderr output is shown and that the
 launch buttons are there. A full-page screenshot of each page is saved under ``_build/screenshots/``.
+
+It also fails on what a reader should never meet (``test_page_reads_cleanly``): the text of a MyST role or
+directive left in the page or in its typeset mathematics (``{glue``, ``{numref``, ``{eq``, ``{doc``, ``{cite``,
+a fenced directive), an unresolved reference (``??``, a cross-reference that links nowhere, a docutils error
+box), a figure shown at less than 2/3 of its natural width, a cell output or a displayed equation wider than its
+column, the word "spec" in the prose, and a warning or traceback printed into a page.
+
+``BOOK_TOC=<toc.yml>`` restricts the checks to the pages of a partial table of contents (``conftest.py``);
+references to chapters left out of it are then expected to be unresolved and are not counted.
 """
 from __future__ import annotations
 
@@ -13,7 +22,7 @@ import re
 from pathlib import Path
 
 import pytest
-from book_toc import toc_files
+from book_toc import built_toc_files, toc_files
 from conftest import BOOK, KNOWN_JS_ERRORS, ROOT, SHOTS
 
 BINDER_PREFIX = "https://mybinder.org/v2/gh/attnlib/attention-phase-transition/main?urlpath=lab/tree/book/"
@@ -21,7 +30,14 @@ BINDER_PREFIX = "https://mybinder.org/v2/gh/attnlib/attention-phase-transition/m
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-PAGES = toc_files()
+PAGES = built_toc_files()
+#: Chapters of the book's full toc that a partial ``$BOOK_TOC`` leaves out (references to them cannot resolve).
+LEFT_OUT = set(toc_files()) - set(PAGES)
+#: Text of MyST syntax that must never reach the reader (an unparsed role or directive).
+MYST_LEFTOVERS = ("{glue", "{numref", "{eq}", "{eq`", "{doc}", "{cite", "{math}", "```{", ":::{")
+#: A figure may be scaled down by the browser to no less than this fraction of its natural width.
+MIN_IMAGE_SCALE = 2 / 3
+WARNING_RE = re.compile(r"\b[A-Z]\w*Warning\b|\bWARNING\b|Traceback \(most recent call last\)")
 
 
 def has_math(name: str) -> bool:
@@ -73,13 +89,53 @@ INSPECT_JS = r"""
     nStderr: document.querySelectorAll('.output.stderr, .output.error, .output.traceback').length,
     binder: Array.from(document.querySelectorAll('a[href*="mybinder.org"]')).map(a => a.href),
     thebe: document.querySelectorAll('.btn-launch-thebe, .thebe-launch-button').length,
+    // TeX source of every typeset formula (a role inside $...$ is not parsed and shows as TeX text)
+    mathSources: (window.MathJax && MathJax.startup && MathJax.startup.document && MathJax.startup.document.math)
+      ? Array.from(MathJax.startup.document.math).map(m => String(m.math)) : [],
+    // cross-references that link nowhere, docutils' "problematic" nodes and error boxes
+    unlinked: Array.from(article.querySelectorAll('span.xref, code.xref'))
+      .filter(e => !e.closest('a')).map(e => e.textContent.trim()),
+    problematic: Array.from(article.querySelectorAll('.problematic, .system-message')).map(e => e.textContent.trim().slice(0, 200)),
+    // figures scaled down by the browser (only those displayed: a collapsed block has width 0)
+    images: imgs.filter(i => i.naturalWidth > 0 && i.getClientRects().length > 0 && i.clientWidth > 0)
+      .map(i => ({src: i.getAttribute('src'), shown: i.clientWidth, natural: i.naturalWidth})),
+    // cell outputs wider than their column: the output area scrolls, or content sticks out on the right
+    overflow: Array.from(article.querySelectorAll('.cell_output')).filter(o => o.getClientRects().length > 0)
+      .flatMap(o => {
+        const box = o.getBoundingClientRect(), out = [];
+        if (o.scrollWidth > o.clientWidth + 1) out.push(`output area scrolls: ${o.scrollWidth} > ${o.clientWidth} px`);
+        const seen = [];   // report the outermost offending element only, not each of its descendants
+        o.querySelectorAll('*').forEach(e => {
+          if (e.getClientRects().length === 0 || seen.some(s => s.contains(e))) return;
+          const r = e.getBoundingClientRect(), style = getComputedStyle(e), tag = e.tagName.toLowerCase();
+          if (r.width > 0 && r.right > box.right + 1) {
+            seen.push(e);
+            out.push(`<${tag}> ends ${Math.round(r.right - box.right)} px right of the column`);
+          } else if (['auto', 'scroll'].includes(style.overflowX) && e.scrollWidth > e.clientWidth + 1) {
+            seen.push(e);
+            out.push(`<${tag}> scrolls sideways: ${e.scrollWidth} > ${e.clientWidth} px`);
+          }
+        });
+        return out.slice(0, 5);
+      }),
+    outputText: Array.from(article.querySelectorAll('.cell_output')).map(o => o.innerText).join('\n'),
+    // displayed equations wider than the space MathJax has for them (cut off, or behind a sideways scroll bar)
+    wideMath: Array.from(article.querySelectorAll('mjx-container[display="true"]'))
+      .filter(m => m.getClientRects().length > 0 && m.scrollWidth > m.clientWidth + 1)
+      .map(m => `equation ${(m.closest('.math') || {}).id || m.textContent.slice(0, 40)}: ${m.scrollWidth} px wide, ${m.clientWidth} px shown`),
   };
 }
 """
 
 
-@pytest.mark.parametrize("name", PAGES)
-def test_page_renders(name: str, server: str, browser) -> None:
+INSPECTED: dict[str, dict] = {}
+
+
+def inspect(name: str, server: str, browser) -> tuple[dict, list[str], list[str], bool]:
+    """Open a page once per session (1280 x 900 window): its inspection, external requests, JavaScript errors and
+    whether it loads MathJax; saves the full-page screenshot."""
+    if name in INSPECTED:
+        return INSPECTED[name]
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     external: list[str] = []
     page.on("request", lambda r: None if r.url.startswith((server, "data:", "blob:")) else external.append(r.url))
@@ -100,6 +156,54 @@ def test_page_renders(name: str, server: str, browser) -> None:
         page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
     finally:
         page.close()
+    INSPECTED[name] = (info, external, console_errors, uses_mathjax)
+    return INSPECTED[name]
+
+
+def reader_faults(info: dict, left_out: set[str] = frozenset()) -> list[str]:
+    """What a reader should never see on a page, from :data:`INSPECT_JS`'s answer (empty list: none)."""
+    faults = []
+    for where, text in (("text", info["text"]), *(("math", m) for m in info["mathSources"])):
+        for bit in MYST_LEFTOVERS:
+            if bit in text:
+                k = text.index(bit)
+                faults.append(f"MyST syntax {bit!r} left in the {where}: ...{text[max(0, k - 60):k + 60]!r}...")
+    if "??" in info["text"]:
+        k = info["text"].index("??")
+        faults.append(f"unresolved reference '??': ...{info['text'][max(0, k - 60):k + 20]!r}...")
+    unlinked = [u for u in info["unlinked"] if u not in left_out]
+    if unlinked:
+        faults.append(f"cross-references that link nowhere: {unlinked}")
+    if info["problematic"]:
+        faults.append(f"docutils errors shown in the page: {info['problematic']}")
+    for img in info["images"]:
+        if img["shown"] < MIN_IMAGE_SCALE * img["natural"]:
+            faults.append(f"figure {img['src']} shown at {img['shown']} px, less than 2/3 of its {img['natural']} px")
+    if info["overflow"]:
+        faults.append(f"cell output wider than its column: {info['overflow']}")
+    if info.get("wideMath"):
+        faults.append(f"displayed equations wider than the column: {info['wideMath']}")
+    for m in re.finditer(r"\bspec\b", info["text"], flags=re.I):
+        faults.append(f"the word 'spec' in the prose: ...{info['text'][max(0, m.start() - 60):m.end() + 40]!r}...")
+    for m in WARNING_RE.finditer(info["outputText"]):
+        faults.append(f"warning printed into the page: ...{info['outputText'][max(0, m.start() - 80):m.end() + 120]!r}...")
+    if "Traceback" in info["fullText"]:
+        faults.append("a traceback is shown")
+    return faults
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_reads_cleanly(name: str, server: str, browser) -> None:
+    """No leftover MyST syntax, unresolved reference, shrunken figure, overflowing output, internal jargon, warning
+    or traceback on the page (references to chapters a partial ``$BOOK_TOC`` leaves out are allowed)."""
+    info = inspect(name, server, browser)[0]
+    faults = reader_faults(info, LEFT_OUT)
+    assert not faults, f"{name}: " + "\n  ".join(faults)
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_page_renders(name: str, server: str, browser) -> None:
+    info, external, console_errors, uses_mathjax = inspect(name, server, browser)
 
     if expects_figure(name):
         assert info["nImg"] > 0, f"{name}: the code draws a figure but the page shows no image"
@@ -119,3 +223,32 @@ def test_page_renders(name: str, server: str, browser) -> None:
         assert info["thebe"] > 0, f"{name}: no Thebe launch button"
     # Everything a page needs is served locally: the book must render offline.
     assert not external, f"{name}: requests to external hosts at page load: {external}"
+
+
+def test_reader_faults_catch_what_they_should() -> None:
+    """The checks of ``test_page_reads_cleanly`` on made-up page inspections (no browser needed)."""
+    clean = dict(text="Fig. 3 shows it.", fullText="Fig. 3 shows it.", mathSources=[r"\alpha_c"], unlinked=[],
+                 problematic=[], images=[{"src": "a.png", "shown": 600, "natural": 650}], overflow=[],
+                 outputText="phase boundary from: phase_standard.csv")
+    assert reader_faults(clean) == []
+    cases = [
+        ({"text": "at {glue:text}`alpha_c:.2f` the"}, "MyST syntax"),
+        ({"mathSources": [r"\text{{glue:text}`alpha_c`}"]}, "MyST syntax"),
+        ({"text": "see {numref}`fig-x`"}, "MyST syntax"),
+        ({"text": "```{code-cell} ipython3"}, "MyST syntax"),
+        ({"text": "as Fig. ?? shows"}, "unresolved reference"),
+        ({"unlinked": ["fig-missing"]}, "link nowhere"),
+        ({"problematic": ["Unknown interpreted text role"]}, "docutils"),
+        ({"images": [{"src": "a.png", "shown": 400, "natural": 650}]}, "less than 2/3"),
+        ({"overflow": ["<table> ends 80 px right of the column"]}, "wider than its column"),
+        ({"wideMath": ["equation eq-prox: 760 px in a 688 px column"]}, "equations wider"),
+        ({"text": "as fixed in spec section 4"}, "'spec'"),
+        ({"outputText": "RuntimeWarning: overflow encountered"}, "warning printed"),
+        ({"outputText": "WARNING: no converged point"}, "warning printed"),
+        ({"fullText": "Traceback (most recent call last):"}, "traceback"),
+    ]
+    for change, what in cases:
+        faults = reader_faults({**clean, **change})
+        assert any(what in f for f in faults), (change, faults)
+    assert reader_faults({**clean, "text": "a specific, special case"}) == []
+    assert reader_faults({**clean, "unlinked": ["05-dual-minima"]}, left_out={"05-dual-minima"}) == []

@@ -46,7 +46,10 @@ STATE_JS = r"""
     sliders: {omega: Number(root.querySelector('[data-slider="omega"]').value),
               alpha: Number(root.querySelector('[data-slider="alpha"]').value)},
     cells, names, panels, maps,
-    star: {omega: Number(star.dataset.omega), alpha: Number(star.dataset.alpha), fill: star.getAttribute('fill')},
+    star: {omega: Number(star.dataset.omega), alpha: Number(star.dataset.alpha), fill: star.getAttribute('fill'),
+           cx: Number(star.dataset.cx), cy: Number(star.dataset.cy)},
+    phaseLabels: Array.from(root.querySelectorAll('[data-panel="phase"] .ax-label')).map(e => ({
+      text: e.textContent, vertical: e.getAttribute('data-axis') === 'y'})),
   };
 }
 """
@@ -86,7 +89,7 @@ def check_view(s: dict, data: dict) -> None:
             if not entry["exists"][i][j]:
                 assert shown in DASHES, (b, key, shown)
                 continue
-            want = entry[key][i][j]
+            want = entry[key][i][j] / (data["params"]["sigma"] ** 2 if key == "m" else 1)   # shown as m/sigma^2
             assert float(shown) == pytest.approx(want, rel=10 ** (1 - digits), abs=10 ** -digits), (b, key, i, j)
     assert float(s["cells"]["linear.eps_lin"]) == pytest.approx(data["eps_lin"][i], rel=1e-4)
     assert s["star"]["omega"] == data["omega"][i] and s["star"]["alpha"] == data["alpha"][j]
@@ -151,6 +154,23 @@ def test_jumps_cover_the_grid(explorer):
     page.fill('[data-slider="omega"]', "6")
     page.fill('[data-slider="alpha"]', "24")
     page.locator(".attnlib-explorer").screenshot(path=str(SHOTS / f"{PAGE}-explorer-moved.png"))
+    assert not errors, errors
+
+
+def test_phase_panel_orientation_matches_chapter_6(explorer):
+    """Like the phase diagram of chapter 6: alpha across (the star moves right as alpha grows), omega up."""
+    page, data, _, errors, _ = explorer
+    labels = {("y" if lab["vertical"] else "x"): lab["text"] for lab in state(page)["phaseLabels"]}
+    assert "\u03b1" in labels["x"] and "\u03c9" in labels["y"], labels
+    page.fill('[data-slider="omega"]', "4")
+    page.fill('[data-slider="alpha"]', "10")
+    s0 = state(page)
+    page.fill('[data-slider="alpha"]', "20")
+    s1 = state(page)
+    assert s1["star"]["cx"] > s0["star"]["cx"] and s1["star"]["cy"] == pytest.approx(s0["star"]["cy"])
+    page.fill('[data-slider="omega"]', "8")
+    s2 = state(page)
+    assert s2["star"]["cy"] < s1["star"]["cy"] and s2["star"]["cx"] == pytest.approx(s1["star"]["cx"])
     assert not errors, errors
 
 

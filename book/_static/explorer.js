@@ -8,7 +8,7 @@
  *   - (a) the test errors of both branches and the linear baseline against alpha at the chosen omega;
  *   - (b) the training losses of both branches against alpha;
  *   - (c) the phase diagram read off the grid (global minimum per grid cell, alpha_c, alpha_l) with the
- *     chosen point;
+ *     chosen point, alpha across (log scale) and omega up, as in the book's phase-diagram chapter;
  *   - (d) the attention maps of the teacher and of both students, on average and on two example inputs;
  *   - a readout table of the numbers at the chosen point.
  * Pages without such a div are left alone. Code: MIT licence, like the rest of the project's code.
@@ -20,8 +20,10 @@
   var BRANCHES = ["semantic", "positional"];
   var COLOUR = { semantic: "#1f77b4", positional: "#d62728", linear: "#444444" };
   var CELL = { semantic: "#c6dbef", positional: "#fcc5b4", none: "#eeeeee" };
-  // viridis at 0, 0.25, 0.5, 0.75, 1 (the colour map of the book's matplotlib figures)
-  var VIRIDIS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+  // PuOr (ColorBrewer, 11 classes), the diverging map of the book's attention figures: orange below 1/2, white at
+  // 1/2 (no preference between the two tokens), purple above
+  var PUOR = [[127, 59, 8], [179, 88, 6], [224, 130, 20], [253, 184, 99], [254, 224, 182], [247, 247, 247],
+    [216, 218, 235], [178, 171, 210], [128, 115, 172], [84, 39, 136], [45, 0, 75]];
   var W = 400, H = 300;                        // every panel's viewBox
   var M = { left: 66, right: 12, top: 32, bottom: 48 };
 
@@ -72,9 +74,9 @@
     return (x === null || x === undefined) ? "\u2014" : Number(x).toPrecision(digits);
   }
 
-  function viridis(t) {
-    t = Math.max(0, Math.min(1, t)) * (VIRIDIS.length - 1);
-    var i = Math.min(Math.floor(t), VIRIDIS.length - 2), f = t - i, a = VIRIDIS[i], b = VIRIDIS[i + 1];
+  function puor(t) {
+    t = Math.max(0, Math.min(1, t)) * (PUOR.length - 1);
+    var i = Math.min(Math.floor(t), PUOR.length - 2), f = t - i, a = PUOR[i], b = PUOR[i + 1];
     return "rgb(" + [0, 1, 2].map(function (c) { return Math.round(a[c] + f * (b[c] - a[c])); }).join(",") + ")";
   }
 
@@ -205,32 +207,35 @@
     }
 
     function phasePanel(svg) {
+      // as in the book's phase diagram (chapter 6): alpha across (log scale), omega up
       var w = D.omega, a = D.alpha, dw = w[1] - w[0];
-      var p = panel(svg, { title: "(c) phase diagram: global minimum", xlabel: "positional weight \u03c9",
-        ylabel: "\u03b1", ylog: true, xlim: [w[0] - dw / 2, w[w.length - 1] + dw / 2],
-        ylim: [a[0], a[a.length - 1]], xticks: niceTicks(w[0], w[w.length - 1], 5), yticks: [0.25, 0.5, 1, 2, 4] });
+      var p = panel(svg, { title: "(c) phase diagram: global minimum", xlabel: "sample complexity \u03b1",
+        ylabel: "positional weight \u03c9", xlog: true, xlim: [a[0], a[a.length - 1]],
+        ylim: [w[0] - dw / 2, w[w.length - 1] + dw / 2], xticks: [0.25, 0.5, 1, 2, 4],
+        yticks: niceTicks(w[0], w[w.length - 1], 5) });
       for (var i = 0; i < w.length; i++) {
         for (var j = 0; j < a.length; j++) {
           var lo = j === 0 ? a[0] : Math.sqrt(a[j - 1] * a[j]);
           var hi = j === a.length - 1 ? a[j] : Math.sqrt(a[j] * a[j + 1]);
-          svgEl("rect", { x: p.sx(w[i] - dw / 2), y: p.sy(hi), width: p.sx(w[i] + dw / 2) - p.sx(w[i] - dw / 2) + 0.3,
-            height: p.sy(lo) - p.sy(hi) + 0.3, fill: CELL[D.global[i][j] || "none"] }, p.plot);
+          svgEl("rect", { x: p.sx(lo), y: p.sy(w[i] + dw / 2), width: p.sx(hi) - p.sx(lo) + 0.3,
+            height: p.sy(w[i] - dw / 2) - p.sy(w[i] + dw / 2) + 0.3, fill: CELL[D.global[i][j] || "none"] }, p.plot);
         }
       }
       var okC = D.alpha_c.map(function (v) { return v !== null; });
       var okL = D.alpha_l.map(function (v) { return v !== null; });
-      curve(p, w, D.alpha_c, okC, { stroke: "black", "stroke-width": 2, "data-curve": "alpha_c" });
-      curve(p, w, D.alpha_l, okL, { stroke: "black", "stroke-width": 1.6, "stroke-dasharray": "2 3",
+      curve(p, D.alpha_c, w, okC, { stroke: "black", "stroke-width": 2, "data-curve": "alpha_c" });
+      curve(p, D.alpha_l, w, okL, { stroke: "black", "stroke-width": 1.6, "stroke-dasharray": "2 3",
         "data-curve": "alpha_l" });
       var g = D.global[state.i][state.j];
-      var cx = p.sx(w[state.i]), cy = p.sy(a[state.j]), star = [];
+      var cx = p.sx(a[state.j]), cy = p.sy(w[state.i]), star = [];
       for (var k = 0; k < 10; k++) {
         var r = k % 2 ? 4.5 : 11, t = -Math.PI / 2 + k * Math.PI / 5;
         star.push((cx + r * Math.cos(t)).toFixed(2) + "," + (cy + r * Math.sin(t)).toFixed(2));
       }
       svgEl("polygon", { points: star.join(" "), fill: g ? COLOUR[g] : "white", stroke: "black", "stroke-width": 1.2,
-        "data-marker": "point", "data-omega": w[state.i], "data-alpha": a[state.j] }, p.plot);
-      var x = p.x1 - 152, y = p.y0 - 62;      // lower right: positional everywhere on the grid
+        "data-marker": "point", "data-omega": w[state.i], "data-alpha": a[state.j],
+        "data-cx": cx.toFixed(2), "data-cy": cy.toFixed(2) }, p.plot);
+      var x = p.x0 + 10, y = p.y1 + 14;       // upper left: positional everywhere on the grid
       legend(p, [{ colour: "black", label: "\u03b1_c (\u03b5_t equal)" },
         { colour: "black", label: "\u03b1_l (beats linear)", dash: "2 3" }, { label: "semantic", cell: CELL.semantic },
         { label: "positional", cell: CELL.positional }], x, y, 150);
@@ -258,10 +263,10 @@
           for (var u = 0; u < 2; u++) {
             for (var v = 0; v < 2; v++) {
               var val = M2[u][v], x = x0 + k * dx + v * cs, y = y0 + r * dy + u * cs;
-              svgEl("rect", { x: x, y: y, width: cs, height: cs, fill: viridis((val - 0.2) / 0.6),
+              svgEl("rect", { x: x, y: y, width: cs, height: cs, fill: puor((val - 0.2) / 0.6),
                 opacity: row[3] === 0 ? 0.35 : 1, stroke: "white" }, svg);
               svgEl("text", { x: x + cs / 2, y: y + cs / 2 + 4, "text-anchor": "middle", "class": "cell-text",
-                fill: val < 0.55 ? "white" : "black", "data-map": r + "," + k + "," + u + "," + v },
+                fill: Math.abs(val - 0.5) > 0.2 ? "white" : "black", "data-map": r + "," + k + "," + u + "," + v },
               svg, val.toFixed(2));
             }
           }
@@ -269,7 +274,7 @@
       });
       svgEl("text", { x: 4, y: H - 24, "class": "note" }, svg, "inputs 1, 2: teacher's h* = \u221a\u03c1 (" +
         ex[0].join(", ") + "), \u221a\u03c1 (" + ex[1].join(", ") + ")");
-      svgEl("text", { x: 4, y: H - 10, "class": "note" }, svg, "\u2605 global minimum; colour scale 0.2 to 0.8");
+      svgEl("text", { x: 4, y: H - 10, "class": "note" }, svg, "\u2605 global minimum; colour: 0.2 (orange) to 0.8 (purple)");
     }
 
     function readoutTable() {
@@ -277,7 +282,7 @@
       readout.textContent = "";
       var t = htmlEl("table", { "class": "readout-table" }, readout);
       var head = htmlEl("tr", {}, htmlEl("thead", {}, t));
-      ["", "test error \u03b5_g", "training loss \u03b5_t", "q", "m", "\u03b8"].forEach(function (h) {
+      ["", "test error \u03b5_g", "training loss \u03b5_t", "q", "m/\u03c3\u00b2", "\u03b8"].forEach(function (h) {
         htmlSub(htmlEl("th", {}, head), h);
       });
       var body = htmlEl("tbody", {}, t);
@@ -286,8 +291,10 @@
         var name = htmlEl("td", { "class": "name" }, tr);
         htmlEl("span", { "class": "swatch", style: "background:" + COLOUR[b] }, name);
         name.appendChild(document.createTextNode(" " + b + (D.global[i][j] === b ? " (global minimum)" : "")));
+        var s2 = D.params.sigma * D.params.sigma;   // the book shows the positional overlap as m / sigma^2
         [["eps_g", 5], ["eps_t", 5], ["q", 4], ["m", 4], ["theta", 4]].forEach(function (kd) {
-          htmlEl("td", { "data-key": b + "." + kd[0] }, tr, ok ? fmt(B[kd[0]][i][j], kd[1]) : "\u2014");
+          var v = ok ? B[kd[0]][i][j] / (kd[0] === "m" ? s2 : 1) : null;
+          htmlEl("td", { "data-key": b + "." + kd[0] }, tr, ok ? fmt(v, kd[1]) : "\u2014");
         });
         if (!ok) {
           tr.lastChild.textContent = B.converged[i][j] ? "no branch here" : "not converged";
