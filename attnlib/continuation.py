@@ -110,9 +110,9 @@ class Continuation:
         A fresh finite-difference Jacobian every this many steps (Broyden updates in between).
     max_skips : int
         Where the corrector fails even at ``ds_min`` (a jump of the map that the smoothing does not cover), the
-        fixed point is solved by Newton at ``log alpha`` moved by ``skip_step`` and the continuation resumes
-        there if it is the same branch (no coordinate moved by more than ``max_skip_jump``); at most this many
-        times per direction.
+        fixed point is solved at ``log alpha`` moved by ``skip_step`` (by Newton, else by the plain damped
+        iteration) and the continuation resumes there if it is the same branch (no coordinate moved by more
+        than ``max_skip_jump``); at most this many times per direction.
     skip_step, max_skip_jump : float
         See ``max_skips`` (in ``z`` units).
     confirm_back : float
@@ -134,8 +134,8 @@ class Continuation:
     max_steps: int = 300
     jacobian_every: int = 3
     confirm_back: float = 0.04
-    max_skips: int = 6
-    skip_step: float = 0.01
+    max_skips: int = 25
+    skip_step: float = 0.015
     max_skip_jump: float = 0.1
 
     def __post_init__(self):
@@ -413,6 +413,20 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
             jumped = _skip(fmap, z, tau, k, settings, floor if branch in ("semantic", "positional") else None)
             if jumped is not None:
                 skips += 1
+                z_j = jumped[0]
+                if not (lo <= math.exp(z_j[k]) <= hi):
+                    end = BranchEnd("range", hi if math.exp(z_j[k]) > hi else lo, "the branch goes on beyond "
+                                    "the range")
+                    break
+                r_j = fmap.residual(z_j[:k], z_j[k])
+                res_j = fmap.result(z_j[:k], z_j[k], float(np.max(np.abs(r_j))), True, 0)
+                s += float(np.linalg.norm(z_j - z))
+                points.append({**res_j.as_row(), "s": s, "dlogalpha_ds": float(jumped[1][k]),
+                               "det_ru": float(np.linalg.det(jumped[2][:, :k])), "newton_iter": 0,
+                               "partner": folded})
+                history.append((z_j.copy(), jumped[1].copy(), res_j))
+                history = history[-3:]
+                heading = math.copysign(1.0, z_j[k] - z[k])
                 z, tau, J = jumped
                 ds = settings.ds
                 continue
@@ -502,28 +516,41 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
 
 def _skip(fmap: "FixedPointMap", z: np.ndarray, tau: np.ndarray, k: int, settings: "Continuation",
           floor: float | None):
-    """Step over a rough spot: Newton at fixed ``log alpha = z_k + skip_step * sign(tau_k)`` from the last
-    point. Returns ``(z, tau, J)`` at the new point if Newton converged there to a point of the same branch
-    (every coordinate within ``max_skip_jump`` of the last point's, the defining overlap above ``floor``),
-    else None."""
+    """Step over a rough spot: solve at fixed ``log alpha = z_k + skip_step * sign(tau_k)`` from the last point,
+    by Newton and, if that fails, by the plain damped state-evolution iteration (which a jump of the map does
+    not stop, as long as the fixed point attracts it). Returns ``(z, tau, J)`` at the new point if it is a
+    point of the same branch (every coordinate within ``max_skip_jump`` of the last point's, the defining
+    overlap above ``floor``), else None."""
+    from dataclasses import replace as _replace
+
     t_new = z[k] + math.copysign(settings.skip_step, tau[k] if tau[k] != 0 else 1.0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
+    x0 = fmap.to_x(z[:k])
+    plain = _replace(fmap.solver, anderson=0, max_iter=max(fmap.solver.max_iter, 300))
+    candidates = (
+        lambda: newton_fixed_point(fmap.params, math.exp(t_new), fmap.branch, x0, settings, fmap),
+        lambda: solve_state_evolution(fmap.params, math.exp(t_new), fmap.branch, start=x0, solver=plain),
+    )
+    for solve in candidates:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            try:
+                res = solve()
+            except (ValueError, FloatingPointError):
+                continue
+        if not res.converged:
+            continue
+        u = fmap.to_u(res.overlaps)
+        if np.max(np.abs(u - z[:k])) > settings.max_skip_jump:
+            continue
+        if floor is not None and defining_overlap(fmap.branch, res) < floor:
+            continue
         try:
-            res = newton_fixed_point(fmap.params, math.exp(t_new), fmap.branch, fmap.to_x(z[:k]), settings, fmap)
-        except (ValueError, FloatingPointError):
-            return None
-    if not res.converged:
-        return None
-    u = fmap.to_u(res.overlaps)
-    if np.max(np.abs(u - z[:k])) > settings.max_skip_jump:
-        return None
-    if floor is not None and defining_overlap(fmap.branch, res) < floor:
-        return None
-    z_new = np.concatenate([u, [t_new]])
-    r = fmap.residual(u, t_new)
-    J = fmap.jacobian(u, t_new, r, settings.fd_step)
-    return z_new, _null_vector(J, tau), J
+            r = fmap.residual(u, t_new)
+            J = fmap.jacobian(u, t_new, r, settings.fd_step)
+        except FloatingPointError:
+            continue
+        return np.concatenate([u, [t_new]]), _null_vector(J, tau), J
+    return None
 
 
 def _fold_alpha(history: list, z_new: np.ndarray, k: int) -> float:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .arbiter import extrapolate_inverse_d, loss_zero_theory
+from .quadrature import Quadrature
 from .exceptions import ConvergenceWarning
 from .params import TaskParams
 from .stability import rs_diagnostics
@@ -34,7 +35,8 @@ from .continuation import newton_fixed_point
 from .state_evolution import Overlaps
 from .sweeps import DEFAULT_RANGE, _range, _trace_range, branch_point, branch_trace, continuation_settings
 
-__all__ = ["theory_point", "rs_validity", "rs_breakdown", "fixed_point_near"]
+__all__ = ["theory_point", "rs_validity", "rs_breakdown", "fixed_point_near", "SOLVER_CHECK_RULES", "solver_checks",
+           "pinned_profile", "prox_coverage"]
 
 _DEFINING = {"positional": "m", "semantic": "theta"}
 
@@ -141,3 +143,98 @@ def fixed_point_near(params: TaskParams, alpha: float, q: float, m: float, theta
         agn = solve_state_evolution(params, alpha, "agnostic", solver=settings.solver)
         theta = min(abs(theta), 0.99 * math.sqrt(params.rho * q)) * (1 if theta >= 0 else -1)
         return newton_fixed_point(params, alpha, branch, Overlaps(q=q, m=m, V=agn.V, theta=theta), settings)
+
+
+#: The rules of :func:`solver_checks`: (label, quadrature, proximal mode).
+SOLVER_CHECK_RULES = (
+    ("Gauss-Hermite 12, global prox", Quadrature("gauss-hermite", 12), "global"),
+    ("Gauss-Hermite 16, global prox", Quadrature("gauss-hermite", 16), "global"),
+    ("Gauss-Hermite 12, prox from zero", Quadrature("gauss-hermite", 12), "from-zero"),
+    ("Sobol-sym 2^14 (scrambling 0)", Quadrature("sobol-sym", 14, seed=0), "global"),
+    ("Sobol-sym 2^14 (scrambling 1)", Quadrature("sobol-sym", 14, seed=1), "global"),
+    ("Sobol-sym 2^16", Quadrature("sobol-sym", 16), "global"),
+)
+
+
+def solver_checks(params: TaskParams, alpha: float, branch: str, start: Overlaps, rules=SOLVER_CHECK_RULES
+                  ) -> pd.DataFrame:
+    """The fixed point of ``branch`` at ``alpha`` under several quadrature rules and both treatments of the
+    proximal problem (Newton from ``start``, hard proximal choice): one row per rule with ``q``, ``m``,
+    ``theta``, ``V``, ``train_loss``, the training loss relative to ``Q = 0`` (``rel_loss``), ``converged`` and
+    ``residual`` (a rule whose map does not converge, e.g. the from-zero proximal choice on a limit cycle, is
+    reported with its last iterate and ``converged=False``).
+
+    Used where theory and finite d part, to separate what the theory determines (what agrees between rules)
+    from what the numerics decide."""
+    from dataclasses import replace as _replace
+
+    from .continuation import Continuation
+    from .state_evolution import SESolver
+
+    zero = loss_zero_theory(params, alpha)
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for label, quad, mode in rules:
+            settings = Continuation(solver=SESolver(quadrature=quad, prox_mode=mode))
+            res = newton_fixed_point(params, alpha, branch, start, settings)
+            if not res.converged:  # Newton on a rough map: fall back on the damped iteration from the start
+                res = solve_state_evolution(params, alpha, branch, start=start, solver=settings.solver)
+            rows.append({"rule": label, "prox_mode": mode, "omega": params.omega, "alpha": float(alpha),
+                         "branch": branch, "q": res.q, "m": res.m, "theta": res.theta, "V": res.V,
+                         "train_loss": res.train_loss, "rel_loss": res.train_loss - zero,
+                         "converged": bool(res.converged), "residual": float(res.residual)})
+    return pd.DataFrame(rows)
+
+
+def pinned_profile(params: TaskParams, alpha: float, branch: str, values, start: Overlaps, solver=None
+                   ) -> pd.DataFrame:
+    """The training loss of the theory with the branch's defining overlap pinned (``m`` for the positional
+    branch, ``theta`` for the semantic one; :func:`~attnlib.state_evolution.solve_state_evolution` with
+    ``fix_m`` / ``fix_theta``): the constrained fixed point for each value, one row per value with ``q``, ``V``,
+    ``train_loss``, ``rel_loss`` (relative to ``Q = 0``) and ``converged``. A profile that is flat over a range
+    of values says that the theory's training loss hardly distinguishes them."""
+    from .state_evolution import SESolver
+
+    solver = solver or SESolver()
+    if branch not in _DEFINING:
+        raise ValueError(f"branch must be one of {tuple(_DEFINING)}, got {branch!r}")
+    zero = loss_zero_theory(params, alpha)
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for v in np.atleast_1d(np.asarray(values, float)):
+            pin = {"fix_m": float(v)} if branch == "positional" else {"fix_theta": float(v)}
+            st = Overlaps(start.q, float(v), start.V, 0.0) if branch == "positional" else Overlaps(
+                start.q, 0.0, start.V, float(v))
+            res = solve_state_evolution(params, alpha, branch, start=st, solver=solver, **pin)
+            rows.append({"omega": params.omega, "alpha": float(alpha), "branch": branch, _DEFINING[branch]: float(v),
+                         "q": res.q, "V": res.V, "train_loss": res.train_loss, "rel_loss": res.train_loss - zero,
+                         "converged": bool(res.converged)})
+    return pd.DataFrame(rows)
+
+
+def prox_coverage(result, quadrature: Quadrature | None = None, points: int = 161) -> dict:
+    """Does the global proximal search find the best minimum at every node? At the fixed point ``result``,
+    every node's proximal problem is also solved by brute force (the objective on a ``points x points`` grid
+    over the disc that contains every minimiser, ``||h - c||^2 <= 2 V * 2 sigma^2``, polished by Newton from the
+    best grid point) and compared. Returns ``{"nodes", "max_deficit", "share_worse"}``: the largest amount by
+    which the search's minimum lies above the brute-force one, and the share of nodes where it does by more
+    than ``1e-9``."""
+    from .proximal import minimise_locally, prox_objective
+    from .stability import proximal_nodes
+
+    quadrature = quadrature or Quadrature("sobol-sym", 10)
+    w, c, t, prox = proximal_nodes(result, quadrature)
+    V, s = result.V, result.params.sigma
+    r = math.sqrt(2 * V * 2 * s**2)
+    g = np.linspace(-r, r, int(points))
+    off = np.stack([a.ravel() for a in np.meshgrid(g, g, indexing="ij")], axis=1)
+    best = np.empty_like(c)
+    for i in range(len(c)):  # one vectorised grid evaluation per node (a check, not a hot path)
+        hs = c[i] + off
+        f = prox_objective(hs, np.broadcast_to(c[i], hs.shape), np.broadcast_to(t[i], hs.shape), V, s)
+        best[i] = hs[np.argmin(f)]
+    polished = minimise_locally(best, c, t, V, s, 1e-12, 200, "numpy")
+    deficit = prox.value - polished.value
+    return {"nodes": int(len(c)), "max_deficit": float(deficit.max()), "share_worse": float(np.mean(deficit > 1e-9))}

@@ -103,3 +103,39 @@ def test_rs_validity_on_a_small_table():
         assert 0 < row.replicon < 1
     br = rs_breakdown(val)
     assert br.last_disagreement.isna().all()
+
+
+def test_solver_checks_at_the_edge():
+    """omega = 0, alpha = 0.5384 (where theory and finite d part): the global proximal search finds the best
+    minimum at every node even at the large width V ~ 25 there (brute force on a grid agrees); the training
+    loss of the positional fixed point is the same under every quadrature rule and both proximal treatments to
+    about 0.5 %, while m moves by much more; and the loss profile in m is flat: pinning m anywhere in
+    [0.1, 0.19] costs less than 2 % of the relative loss."""
+    from attnlib.validity import pinned_profile, prox_coverage, solver_checks
+
+    p = TaskParams(omega=0.0)
+    a = 0.5384
+    start = Overlaps(0.045, 0.145, 24.5, 0.0)
+    res = solve_state_evolution(p, a, "positional", start=start)
+    assert res.converged and res.m > 0.1 and res.V > 20
+    cov = prox_coverage(res, Quadrature("sobol-sym", 8), points=121)
+    assert cov["nodes"] > 0 and cov["share_worse"] == 0 and cov["max_deficit"] < 1e-12
+    from attnlib.validity import SOLVER_CHECK_RULES
+
+    rules = [r for r in SOLVER_CHECK_RULES if "2^16" not in r[0]]  # (the 2^16 rule: in the book's data)
+    checks = solver_checks(p, a, "positional", res.overlaps, rules=rules)
+    assert len(checks) == len(rules)
+    assert checks[checks.prox_mode == "global"].converged.all()
+    rel = checks.rel_loss.to_numpy()
+    assert (rel < 0).all() and (rel.max() - rel.min()) < 0.005 * abs(rel.mean())
+    assert checks.m.max() - checks.m.min() > 0.01  # the overlap itself is much less determined
+    gh = checks.iloc[0]
+    assert gh.train_loss == pytest.approx(res.train_loss, rel=1e-5)
+    prof = pinned_profile(p, a, "positional", [0.1, res.m, 0.19], res.overlaps)
+    assert prof.converged.all()
+    at_fp = prof.iloc[1].rel_loss
+    assert at_fp == pytest.approx(res.train_loss - (checks.iloc[0].train_loss - gh.rel_loss), rel=1e-4)
+    assert (prof.rel_loss >= at_fp - 1e-7).all()  # the fixed point is the minimum of the profile
+    assert (prof.rel_loss - at_fp).max() < 0.02 * abs(at_fp)
+    with pytest.raises(ValueError, match="branch"):
+        pinned_profile(p, a, "agnostic", [0.1], res.overlaps)
