@@ -549,7 +549,8 @@ def _readout_html(view: ExplorerView) -> str:
         return f"{name} = {L[k]:.3f}" if math.isfinite(L.get(k, math.nan)) else f"no {name}"
 
     if view.phase_matches_params:
-        foot = (f"At &omega; = {view.params.omega:.2f} ({view.phase_source}): {val('alpha_c', '&alpha;<sub>c</sub>')}, "
+        foot = (f"At &omega; = {view.params.omega:.2f}, from {view.phase_source}: "
+                f"{val('alpha_c', '&alpha;<sub>c</sub>')}, "
                 f"{val('alpha_l', '&alpha;<sub>l</sub>')}; the semantic branch exists above "
                 f"&alpha; = {L['semantic_end']:.3f}, the positional one "
                 + (f"below &alpha; = {L['positional_end']:.3f}." if math.isfinite(L["positional_end"])
