@@ -488,7 +488,8 @@ def _phase_panel(ax, view: ExplorerView) -> None:
                 labels.append((e[0] / 1.04, e[1] + 0.012, "semantic end", C["semantic"], "right", "bottom"))
             ends = np.isfinite(pos_end)
             if ends.any():
-                ax.plot(pos_end[ends], w[ends], "--", color=C["positional"], label="positional end", **faded)
+                ax.plot(pos_end[ends], w[ends], "--", marker="o", ms=3, color=C["positional"],
+                        label="positional end", **faded)
                 e = top_end(pos_end, w)
                 labels.append((e[0] * 1.06, e[1], "positional end", C["positional"], "left", "center"))
         alpha_c = t.alpha_c.to_numpy(dtype=float)

@@ -147,15 +147,20 @@
     return "10" + String(e).split("").map(function (c) { return SUPERSCRIPT[c]; }).join("");
   }
 
-  // Polyline(s) through (xs[i], ys[i]) where ok[i]: one segment per run of consecutive valid points.
-  function curve(p, xs, ys, ok, attrs) {
+  // Polyline(s) through (xs[i], ys[i]) where ok[i]: one segment per run of consecutive valid points (with
+  // bridge, one polyline through all valid points, across the gaps).
+  function curve(p, xs, ys, ok, attrs, bridge) {
     var pts = [];
     function flush() {
       if (pts.length > 1) { svgEl("polyline", Object.assign({ points: pts.join(" "), fill: "none" }, attrs), p.plot); }
       pts = [];
     }
     for (var i = 0; i < xs.length; i++) {
-      if (ok[i] && ys[i] !== null) { pts.push(p.sx(xs[i]).toFixed(2) + "," + p.sy(ys[i]).toFixed(2)); } else { flush(); }
+      if (ok[i] && ys[i] !== null) {
+        pts.push(p.sx(xs[i]).toFixed(2) + "," + p.sy(ys[i]).toFixed(2));
+      } else if (!bridge) {
+        flush();
+      }
     }
     flush();
   }
@@ -347,8 +352,16 @@
       var ok = function (arr) { return arr.map(function (v) { return v !== null; }); };
       curve(p, D.semantic_end, w, ok(D.semantic_end), { stroke: COLOUR.semantic, "stroke-width": 2,
         "stroke-dasharray": DASH.end, "data-curve": "semantic_end" });
+      // the positional branch ends (fold or vanishing) at some omegas only: as in chapter 6, one line through
+      // those rows, and a dot at each (an end at a single row is seen too)
       curve(p, D.positional_end, w, ok(D.positional_end), { stroke: COLOUR.positional, "stroke-width": 2,
-        "stroke-dasharray": DASH.end, "data-curve": "positional_end" });
+        "stroke-dasharray": DASH.end, "data-curve": "positional_end" }, true);
+      D.positional_end.forEach(function (v, k) {
+        if (v !== null) {
+          svgEl("circle", { cx: p.sx(v), cy: p.sy(w[k]), r: 3, fill: COLOUR.positional, "data-end": "positional" },
+            p.plot);
+        }
+      });
       curve(p, D.alpha_c, w, ok(D.alpha_c), { stroke: "black", "stroke-width": 2, "data-curve": "alpha_c" });
       curve(p, D.alpha_l, w, ok(D.alpha_l), { stroke: COLOUR.alpha_l, "stroke-width": 2,
         "stroke-dasharray": DASH.alpha_l, "data-curve": "alpha_l" });
