@@ -9,8 +9,11 @@ evolution on an ``omega x alpha`` grid) when it is built, and this module turns 
 * :class:`StaticExplorer`: a notebook output whose HTML is an empty ``<div class="attnlib-explorer">`` holding
   that JSON in a ``<script type="application/json">``. The book's ``_static/explorer.js`` (plain JavaScript,
   loaded by every page of the book, no library, no network) finds such divs and draws sliders for ``omega``
-  and ``alpha``, the errors and training losses against ``alpha``, the phase diagram, the attention maps and a
-  readout of the numbers. Outside the book (e.g. in JupyterLab) the div shows a short note instead.
+  and ``alpha``, the test errors and the training-loss gap against ``alpha``, the phase diagram, the attention
+  maps and a readout of the numbers. Outside the book (e.g. in JupyterLab) the div shows a short note instead.
+
+The thresholds ``alpha_c``, ``alpha_l`` and the branch ends in the payload are those of the phase table at the
+grid's ``omega`` (columns of the grid, :func:`attnlib.explorer.phase_lines`), not read off the grid.
 """
 from __future__ import annotations
 
@@ -21,12 +24,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from .explorer import DEFAULTS, EXAMPLE_INPUTS, grid_thresholds
+from .explorer import DEFAULTS, EXAMPLE_INPUTS, LINE_COLUMNS
 
 __all__ = ["PAYLOAD_VERSION", "SIGNIFICANT_DIGITS", "explorer_payload", "StaticExplorer", "static_explorer"]
 
 #: Version of the JSON layout read by ``book/_static/explorer.js``.
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2
 #: Significant digits kept in the embedded numbers.
 SIGNIFICANT_DIGITS = 7
 BRANCH_NAMES = ("semantic", "positional")
@@ -93,7 +96,13 @@ def explorer_payload(grid: pd.DataFrame, examples=EXAMPLE_INPUTS, initial: dict 
     first = g[(g.branch == BRANCH_NAMES[0]) & (g.alpha == alphas[0])].set_index("omega").loc[omegas]
     teacher = {"mean": _nums(first[["T11_mean", "T22_mean"]].to_numpy()),
                "ex": _nums(np.stack([first[[f"T11_ex{j}", f"T22_ex{j}"]].to_numpy() for j in range(k)], 1))}
-    thresholds = grid_thresholds(grid).set_index("omega").loc[omegas]
+    missing = [c for c in LINE_COLUMNS if c not in grid.columns]
+    if missing:
+        raise ValueError(f"grid lacks the phase-table columns {missing} (made by attnlib.explorer.explorer_grid)")
+    per_omega = grid.groupby("omega")[list(LINE_COLUMNS)]
+    if (per_omega.nunique(dropna=False) > 1).any(axis=None):
+        raise ValueError("the phase-table columns must be constant at each omega")
+    lines = per_omega.first().loc[omegas]
     sem, pos = (np.array(branches[b]["is_global"]) for b in BRANCH_NAMES)
     glob = np.where(sem == 1, "semantic", np.where(pos == 1, "positional", None))
     init = {**DEFAULTS, **(initial or {})}
@@ -108,8 +117,8 @@ def explorer_payload(grid: pd.DataFrame, examples=EXAMPLE_INPUTS, initial: dict 
         "teacher": teacher,
         "branches": branches,
         "global": glob.tolist(),
-        "alpha_c": _nums(thresholds.alpha_c.to_numpy()),
-        "alpha_l": _nums(thresholds.alpha_l.to_numpy()),
+        # from the phase table (chapter 6), at each omega; null: none (no threshold, no end in the table's range)
+        **{k: _nums(lines[k].to_numpy()) for k in LINE_COLUMNS},
         "initial": {"omega_index": int(np.argmin(np.abs(omegas - init["omega"]))),
                     "alpha_index": int(np.argmin(np.abs(np.log(alphas / init["alpha"]))))},
     }

@@ -4,8 +4,10 @@ Opens ``08-explore.html`` from the local http server of ``conftest.py`` and chec
 ``book/_static/explorer.js`` starts at the embedded initial point, that moving each slider (arrow keys, and
 jumps with ``fill``) changes the figure and that the numbers of the readout, the slider labels and the marker
 in the phase diagram are those of the embedded data at the slider positions. The embedded data are checked
-against attnlib (the linear baseline in closed form) and against chapter 6's thresholds. The page, with
-everything it loads, must download as less than 3 MB and load nothing from other hosts.
+against attnlib (the linear baseline in closed form) and against chapter 6's phase table: the thresholds and
+branch ends it embeds are the table's (interpolated in omega), a branch exists only inside its range there, the
+curves are drawn only where it exists, and the global minimum is the existing branch of lower training loss.
+The page, with everything it loads, must download as less than 3 MB and load nothing from other hosts.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import json
 from pathlib import Path
 from urllib.parse import urlparse
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import BOOK, KNOWN_JS_ERRORS, SHOTS
@@ -31,7 +34,7 @@ STATE_JS = r"""
 () => {
   const root = document.querySelector('.attnlib-explorer');
   const cells = {};
-  root.querySelectorAll('td[data-key]').forEach(td => { cells[td.dataset.key] = td.textContent.trim(); });
+  root.querySelectorAll('td[data-key], span[data-key]').forEach(td => { cells[td.dataset.key] = td.textContent.trim(); });
   const names = {};
   root.querySelectorAll('tr[data-branch]').forEach(tr => { names[tr.dataset.branch] = tr.querySelector('td').textContent; });
   const star = root.querySelector('[data-panel="phase"] [data-marker="point"]');
@@ -39,13 +42,29 @@ STATE_JS = r"""
   root.querySelectorAll('svg[data-panel]').forEach(s => { panels[s.dataset.panel] = s.innerHTML; });
   const maps = {};
   root.querySelectorAll('[data-map]').forEach(t => { maps[t.dataset.map] = t.textContent; });
+  // points drawn per curve and panel (polylines; a curve may be split into several runs)
+  const points = {};
+  root.querySelectorAll('svg[data-panel]').forEach(sv => {
+    const per = {};
+    sv.querySelectorAll('polyline[data-curve]').forEach(pl => {
+      const n = pl.getAttribute('points').trim().split(/\s+/).length;
+      per[pl.dataset.curve] = (per[pl.dataset.curve] || []).concat([n]);
+    });
+    sv.querySelectorAll('line[data-curve]').forEach(l => { per[l.dataset.curve] = (per[l.dataset.curve] || []).concat([0]); });
+    sv.querySelectorAll('[data-region]').forEach(r => { per['region:' + r.dataset.region] = [0]; });
+    points[sv.dataset.panel] = per;
+  });
+  const gapMarker = root.querySelector('[data-panel="gap"] [data-marker="gap"]');
+  const labels = Array.from(root.querySelectorAll('svg [data-label]')).map(t => [t.closest('svg').dataset.panel,
+    t.dataset.label, t.textContent]);
   return {
     i: Number(root.dataset.omegaIndex), j: Number(root.dataset.alphaIndex),
     omegaLabel: root.querySelector('[data-value="omega"]').textContent,
     alphaLabel: root.querySelector('[data-value="alpha"]').textContent,
     sliders: {omega: Number(root.querySelector('[data-slider="omega"]').value),
               alpha: Number(root.querySelector('[data-slider="alpha"]').value)},
-    cells, names, panels, maps,
+    cells, names, panels, maps, points, labels,
+    gapMarker: gapMarker ? {fill: gapMarker.getAttribute('fill'), off: gapMarker.dataset.offScale} : null,
     star: {omega: Number(star.dataset.omega), alpha: Number(star.dataset.alpha), fill: star.getAttribute('fill'),
            cx: Number(star.dataset.cx), cy: Number(star.dataset.cy)},
     phaseLabels: Array.from(root.querySelectorAll('[data-panel="phase"] .ax-label')).map(e => ({
@@ -92,6 +111,26 @@ def check_view(s: dict, data: dict) -> None:
             want = entry[key][i][j] / (data["params"]["sigma"] ** 2 if key == "m" else 1)   # shown as m/sigma^2
             assert float(shown) == pytest.approx(want, rel=10 ** (1 - digits), abs=10 ** -digits), (b, key, i, j)
     assert float(s["cells"]["linear.eps_lin"]) == pytest.approx(data["eps_lin"][i], rel=1e-4)
+    # the thresholds and ends below the table: the embedded (phase-table) values at this omega
+    for key in ("alpha_c", "alpha_l", "semantic_end", "positional_end"):
+        shown, want = s["cells"].get(f"table.{key}"), data[key][i]
+        if key == "positional_end" and want is None:
+            assert shown is None              # "throughout the grid"
+        elif want is None:
+            assert shown == "\u2014", (key, i)
+        else:
+            assert float(shown) == pytest.approx(want, abs=6e-4), (key, i)
+    # curves only where the branch exists (each run of two or more consecutive grid points is one polyline)
+    both = [e1 and e2 for e1, e2 in zip(data["branches"]["semantic"]["exists"][i],
+                                        data["branches"]["positional"]["exists"][i])]
+    for b in ("semantic", "positional"):
+        assert s["points"]["errors"].get(b, []) == runs(data["branches"][b]["exists"][i]), (b, i)
+    assert s["points"]["gap"].get("gap", []) == runs(both), i
+    # the gap marker (when both branches exist at the point) has the global minimum's colour
+    if both[j]:
+        assert s["gapMarker"]["fill"] == COLOURS[glob]
+    else:
+        assert s["gapMarker"] is None
     assert s["star"]["omega"] == data["omega"][i] and s["star"]["alpha"] == data["alpha"][j]
     # attention maps: row r (teacher, semantic, positional), column k (average, input 1, input 2), entry (u, v)
     diag = {0: [data["teacher"]["mean"][i]] + data["teacher"]["ex"][i]}
@@ -106,12 +145,36 @@ def check_view(s: dict, data: dict) -> None:
                     assert float(s["maps"][f"{r},{k},{u},{v}"]) == pytest.approx(full[u][v], abs=0.0051)
 
 
+COLOURS = {"semantic": "#1f77b4", "positional": "#d62728"}
+
+
+def runs(flags) -> list[int]:
+    """Lengths of the runs of consecutive true flags that are two or more long (the polylines drawn)."""
+    out, n = [], 0
+    for f in list(flags) + [False]:
+        if f:
+            n += 1
+        else:
+            if n > 1:
+                out.append(n)
+            n = 0
+    return out
+
+
 def test_initial_view_matches_data(explorer):
     page, data, _, errors, _ = explorer
     s = state(page)
     assert (s["i"], s["j"]) == (data["initial"]["omega_index"], data["initial"]["alpha_index"])
     check_view(s, data)
-    assert set(s["panels"]) == {"errors", "losses", "phase", "maps"}
+    assert set(s["panels"]) == {"errors", "gap", "phase", "maps"}
+    # the phase panel draws the table's lines and the region where both branches exist; (a) and (b) mark
+    # alpha_c (and alpha_l) at the chosen omega, labelled
+    phase = s["points"]["phase"]
+    assert {"alpha_c", "alpha_l", "semantic_end", "region:both"} <= set(phase)
+    assert ("positional_end" in phase) == (sum(v is not None for v in data["positional_end"]) > 1)
+    assert {"alpha_c", "alpha_l", "linear"} <= set(s["points"]["errors"])
+    assert {"alpha_c", "zero"} <= set(s["points"]["gap"])
+    assert sorted(lab[1] for lab in s["labels"] if lab[0] == "errors") == ["alpha_c", "alpha_l"]
     assert not errors, errors
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.locator(".attnlib-explorer").screenshot(path=str(SHOTS / f"{PAGE}-explorer-initial.png"))
@@ -132,7 +195,7 @@ def test_keyboard_moves_slider_and_figure(explorer, slider, key, presses):
     assert after[idx] == max(0, min(n - 1, before[idx] + step))
     assert after[idx] != before[idx]
     # the figure changes: the cursor/markers of (a), (b) and the star of (c) move; omega redraws the curves
-    for panel in ("errors", "losses", "phase"):
+    for panel in ("errors", "gap", "phase"):
         assert after["panels"][panel] != before["panels"][panel], (slider, panel)
     check_view(after, data)
     assert not errors, errors
@@ -142,7 +205,8 @@ def test_jumps_cover_the_grid(explorer):
     page, data, _, errors, _ = explorer
     n_w, n_a = len(data["omega"]), len(data["alpha"])
     seen_global, seen_absent = set(), False
-    for i, j in [(0, 0), (n_w - 1, 0), (n_w - 1, n_a - 1), (0, n_a - 1), (6, 20), (10, 30), (3, 8)]:
+    for i, j in [(0, 0), (n_w - 1, 0), (n_w - 1, n_a - 1), (0, n_a - 1), (n_w // 2, 20), (n_w - 2, 30), (1, 8),
+                 (0, 12)]:
         page.fill('[data-slider="omega"]', str(i))
         page.fill('[data-slider="alpha"]', str(j))
         s = state(page)
@@ -151,7 +215,7 @@ def test_jumps_cover_the_grid(explorer):
         seen_global.add(data["global"][i][j])
         seen_absent |= not data["branches"]["semantic"]["exists"][i][j]
     assert {"semantic", "positional"} <= seen_global and seen_absent
-    page.fill('[data-slider="omega"]', "6")
+    page.fill('[data-slider="omega"]', str(n_w // 2))
     page.fill('[data-slider="alpha"]', "24")
     page.locator(".attnlib-explorer").screenshot(path=str(SHOTS / f"{PAGE}-explorer-moved.png"))
     assert not errors, errors
@@ -174,23 +238,88 @@ def test_phase_panel_orientation_matches_chapter_6(explorer):
     assert not errors, errors
 
 
+def table_at(table: pd.DataFrame, col: str, w: float):
+    """The table's ``col`` at ``omega = w``: a row's value, or linear between the two rows around ``w`` when both
+    have one; None otherwise (written here independently of attnlib.explorer.phase_lines)."""
+    t = table.sort_values("omega")
+    x, f = t.omega.to_numpy(float), t[col].to_numpy(float)
+    hit = np.flatnonzero(np.isclose(x, w, rtol=0, atol=1e-9))
+    if hit.size:
+        v = f[hit[0]]
+    else:
+        k = int(np.searchsorted(x, w))
+        assert 0 < k < len(x), f"omega {w} outside the table"
+        v = np.interp(w, x[k - 1:k + 1], f[k - 1:k + 1]) if np.isfinite(f[k - 1:k + 1]).all() else np.nan
+    return None if not np.isfinite(v) else float(v)
+
+
 def test_embedded_data_agree_with_attnlib_and_chapter_6(explorer):
     _, data, _, _, _ = explorer
-    for w, lin in zip(data["omega"], data["eps_lin"]):
+    omegas, alphas = data["omega"], np.array(data["alpha"])
+    for w, lin in zip(omegas, data["eps_lin"]):
         params = TaskParams(sigma=data["params"]["sigma"], lam=data["params"]["lam"], omega=w)
         assert lin == pytest.approx(linear_baseline_error(params), rel=1e-6)
-    ref = pd.read_csv(BOOK / "data" / "phase_standard.csv").set_index("omega")
-    for w, ac, al in zip(data["omega"], data["alpha_c"], data["alpha_l"]):
-        if w in ref.index:
-            # read off a grid with 8 % steps, against root finding: within 1 %
-            assert ac == pytest.approx(ref.alpha_c[w], rel=0.01), w
-            assert al == pytest.approx(ref.alpha_l[w], rel=0.01), w
-    # the global minimum is the existing branch of lower training loss
-    for i in range(len(data["omega"])):
-        for j in range(len(data["alpha"])):
+    # thresholds and ends: the phase table's, to round-off (7 significant digits in the page)
+    ref = pd.read_csv(BOOK / "data" / "phase_standard.csv")
+    assert min(omegas) >= ref.omega.min() - 1e-12 and max(omegas) <= ref.omega.max() + 1e-12
+    pos_ends = ref.assign(positional_end=ref.positional_upper_alpha.where(
+        ref.positional_upper_kind.isin(["fold", "vanishes"])), semantic_end=ref.semantic_lower_alpha)
+    for key in ("alpha_c", "alpha_l", "semantic_end", "positional_end"):
+        for w, got in zip(omegas, data[key]):
+            want = table_at(pos_ends, key, w)
+            assert (got is None) == (want is None), (key, w)
+            if want is not None:
+                assert got == pytest.approx(want, rel=1e-6, abs=1e-12), (key, w)
+    assert sum(v is not None for v in data["alpha_c"]) >= 3
+    for i, w in enumerate(omegas):
+        sem, pos = (np.array(data["branches"][b]["exists"][i], bool) for b in ("semantic", "positional"))
+        # a branch exists only inside its range in the table
+        assert not sem[alphas < data["semantic_end"][i]].any(), w
+        if data["positional_end"][i] is not None:
+            assert not pos[alphas > data["positional_end"][i]].any(), w
+        # the global minimum is the existing branch of lower training loss
+        for j in range(len(alphas)):
             live = {b: data["branches"][b]["eps_t"][i][j] for b in ("semantic", "positional")
                     if data["branches"][b]["exists"][i][j]}
             assert data["global"][i][j] == (min(live, key=live.get) if live else None)
+        # physics: the grid's own losses cross where the table says, to within one grid step (8 %): more than a
+        # step below alpha_c the positional branch is the global minimum where it exists, more than a step above
+        # the semantic one
+        ac, ratio = data["alpha_c"][i], alphas[1] / alphas[0]
+        if ac is not None:
+            for j, a in enumerate(alphas):
+                if a < ac / ratio and pos[j]:
+                    assert data["global"][i][j] == "positional", (w, a)
+                if a > ac * ratio and sem[j]:
+                    assert data["global"][i][j] == "semantic", (w, a)
+        # and the global minimum beats the linear baseline to the right of alpha_l, not to its left (one step)
+        al = data["alpha_l"][i]
+        if al is not None:
+            for j, a in enumerate(alphas):
+                g = data["global"][i][j]
+                if g is None or abs(np.log(a / al)) < np.log(ratio):
+                    continue
+                below = data["branches"][g]["eps_g"][i][j] < data["eps_lin"][i]
+                assert below == (a > al), (w, a)
+
+
+def test_grid_finds_the_branches_where_the_table_has_them(explorer):
+    """Where the table's continuation traced a branch (from its semantic end up; for the positional branch up to
+    where it ended, whatever the kind: a fold, a vanishing, the end of the range, or where the continuation lost
+    it), the grid's fixed point converged with its overlap not collapsed: else the page shows a hole in a branch
+    the table has, and the grid and the table disagree."""
+    _, data, _, _, _ = explorer
+    alphas = np.array(data["alpha"])
+    ref = pd.read_csv(BOOK / "data" / "phase_standard.csv")
+    missing = []
+    for i, w in enumerate(data["omega"]):
+        traced = table_at(ref, "positional_upper_alpha", w)
+        inside = {"semantic": alphas >= data["semantic_end"][i],
+                  "positional": alphas <= (traced if traced is not None else -np.inf)}
+        for b, sel in inside.items():
+            ex = np.array(data["branches"][b]["exists"][i], bool)
+            missing += [(w, b, float(a)) for a in alphas[sel & ~ex]]
+    assert not missing, f"table's branch not found on the grid at (omega, branch, alpha): {missing}"
 
 
 def test_page_is_small_and_offline(explorer, built_book: Path):

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlib.explorer import EXAMPLE_INPUTS, grid_thresholds
+from attnlib.explorer import EXAMPLE_INPUTS, LINE_COLUMNS
 from attnlib.static_explorer import SIGNIFICANT_DIGITS, StaticExplorer, explorer_payload, static_explorer
 
 
@@ -34,6 +34,11 @@ def fake_grid() -> pd.DataFrame:
                     row[f"T11_ex{j}"], row[f"T22_ex{j}"] = 0.6 + j / 10 + w, 0.4 - j / 10 + w
                 rows.append(row)
     g = pd.DataFrame(rows)
+    # the phase table's lines at each omega (made up; NaN: no threshold / no end)
+    lines = {0.1: dict(alpha_c=1.3, alpha_l=1.6, semantic_end=0.7, positional_end=0.9),
+             0.3: dict(alpha_c=np.nan, alpha_l=2.2, semantic_end=0.8, positional_end=np.nan)}
+    for k in LINE_COLUMNS:
+        g[k] = g.omega.map(lambda w, k=k: lines[w][k])
     loss = g.train_loss.where(g.exists, np.inf)
     g["is_global"] = g.exists & (loss == loss.groupby([g.omega, g.alpha]).transform("min"))
     return g
@@ -56,10 +61,19 @@ def test_payload_reshapes_and_rounds_the_grid():
         assert p["teacher"]["ex"][i][0] == pytest.approx([row.T11_ex0, row.T22_ex0])
         assert p["eps_lin"][i] == pytest.approx(row.eps_lin)
         assert (p["global"][i][j] == b) == bool(row.is_global)
-    thr = grid_thresholds(g)
-    assert p["alpha_c"] == pytest.approx(thr.alpha_c.tolist()) and 1.0 < p["alpha_c"][0] < 2.0
-    assert p["alpha_l"][1] is None          # NaN (no crossing) travels as null, never as NaN
-    assert p["alpha_l"][0] == pytest.approx(thr.alpha_l[0])
+    # the thresholds and ends are the grid's phase-table columns, per omega (not read off the losses)
+    assert p["alpha_c"] == [1.3, None] and p["alpha_l"] == [1.6, 2.2]     # NaN travels as null, never as NaN
+    assert p["semantic_end"] == [0.7, 0.8] and p["positional_end"] == [0.9, None]
+    assert p["version"] == 2
+
+
+def test_payload_needs_the_phase_table_columns():
+    g = fake_grid()
+    with pytest.raises(ValueError, match="phase-table columns"):
+        explorer_payload(g.drop(columns="positional_end"))
+    g.loc[0, "alpha_c"] = 9.0      # one row of omega = 0.1 disagrees with the others
+    with pytest.raises(ValueError, match="constant"):
+        explorer_payload(g)
 
 
 def test_payload_rejects_an_incomplete_grid():

@@ -6,11 +6,14 @@
  * script, which jupyter-book loads on every page, finds such divs and draws in each:
  *   - two sliders, omega and alpha, over the grid values;
  *   - (a) the test errors of both branches and the linear baseline against alpha at the chosen omega;
- *   - (b) the training losses of both branches against alpha;
- *   - (c) the phase diagram read off the grid (global minimum per grid cell, alpha_c, alpha_l) with the
- *     chosen point, alpha across (log scale) and omega up, as in the book's phase-diagram chapter;
+ *   - (b) the training-loss gap eps_t(semantic) - eps_t(positional) against alpha (zero at alpha_c; its sign
+ *     says which branch is the global minimum);
+ *   - (c) the phase diagram: the global minimum per grid cell, with alpha_c, alpha_l and the ends of the two
+ *     branches from the book's phase table (embedded with the grid, never read off it), and the chosen point;
+ *     alpha across (log scale) and omega up, as in the book's phase-diagram chapter;
  *   - (d) the attention maps of the teacher and of both students, on average and on two example inputs;
- *   - a readout table of the numbers at the chosen point.
+ *   - a readout table of the numbers at the chosen point and the thresholds at the chosen omega.
+ * A branch is drawn only where the embedded data say it exists (inside its range in the phase table).
  * Pages without such a div are left alone. Code: MIT licence, like the rest of the project's code.
  */
 (function () {
@@ -18,14 +21,19 @@
 
   var SVGNS = "http://www.w3.org/2000/svg";
   var BRANCHES = ["semantic", "positional"];
-  var COLOUR = { semantic: "#1f77b4", positional: "#d62728", linear: "#444444" };
+  var COLOUR = { semantic: "#1f77b4", positional: "#d62728", linear: "#444444", alpha_l: "#2ca02c", gap: "#222222" };
+  var DASH = { alpha_l: "8 3 2 3", end: "6 4", linear: "6 4" };
   var CELL = { semantic: "#c6dbef", positional: "#fcc5b4", none: "#eeeeee" };
   // PuOr (ColorBrewer, 11 classes), the diverging map of the book's attention figures: orange below 1/2, white at
   // 1/2 (no preference between the two tokens), purple above
   var PUOR = [[127, 59, 8], [179, 88, 6], [224, 130, 20], [253, 184, 99], [254, 224, 182], [247, 247, 247],
     [216, 218, 235], [178, 171, 210], [128, 115, 172], [84, 39, 136], [45, 0, 75]];
-  var W = 400, H = 300;                        // every panel's viewBox
+  var W = 400, H = 300;                        // the viewBox of panels (a), (b); (c), (d) are taller (legend)
+  var H_LOW = 385;
   var M = { left: 66, right: 12, top: 32, bottom: 48 };
+  var SUPERSCRIPT = { "-": "\u207b", "0": "\u2070", "1": "\u00b9", "2": "\u00b2", "3": "\u00b3", "4": "\u2074",
+    "5": "\u2075", "6": "\u2076", "7": "\u2077", "8": "\u2078", "9": "\u2079" };
+  var uid = 0;                                 // unique ids of clip paths and patterns
 
   // SVG element; in text, "_x" (one character) is set as a subscript.
   function svgEl(tag, attrs, parent, text) {
@@ -89,18 +97,24 @@
     return out;
   }
 
-  // An x-y panel: scales, axes, title; returns helpers to draw into it.
+  // An x-y panel: scales, axes, title; returns helpers to draw into it. Curves go into "plot" (clipped to the
+  // frame), markers, labels and legends into "top" (not clipped).
   function panel(svg, opts) {
     while (svg.firstChild) { svg.removeChild(svg.firstChild); }
-    var x0 = M.left, x1 = W - M.right, y0 = H - M.bottom, y1 = M.top;
+    var h = opts.height || H;
+    var x0 = M.left, x1 = W - M.right, y0 = M.top + (H - M.top - M.bottom), y1 = M.top;
     var lx = opts.xlog ? Math.log : function (v) { return v; };
     var ly = opts.ylog ? Math.log : function (v) { return v; };
     var sx = function (v) { return x0 + (lx(v) - lx(opts.xlim[0])) / (lx(opts.xlim[1]) - lx(opts.xlim[0])) * (x1 - x0); };
     var sy = function (v) { return y0 - (ly(v) - ly(opts.ylim[0])) / (ly(opts.ylim[1]) - ly(opts.ylim[0])) * (y0 - y1); };
     svgEl("text", { x: 4, y: 17, "class": "ax-title" }, svg, opts.title);
+    var defs = svgEl("defs", {}, svg);
+    var clipId = "attnlib-clip-" + (uid++);
+    svgEl("rect", { x: x0, y: y1, width: x1 - x0, height: y0 - y1 }, svgEl("clipPath", { id: clipId }, defs));
     var axes = svgEl("g", { "class": "axes" }, svg);
-    var plot = svgEl("g", { "class": "plot" }, svg);
-    svgEl("rect", { x: x0, y: y1, width: x1 - x0, height: y0 - y1, "class": "frame" }, axes);
+    var plot = svgEl("g", { "class": "plot", "clip-path": "url(#" + clipId + ")" }, svg);
+    var top = svgEl("g", { "class": "top" }, svg);
+    svgEl("rect", { x: x0, y: y1, width: x1 - x0, height: y0 - y1, "class": "frame" }, top);
     opts.xticks.forEach(function (t) {
       svgEl("line", { x1: sx(t), x2: sx(t), y1: y0, y2: y0 + 4, "class": "tick" }, axes);
       svgEl("text", { x: sx(t), y: y0 + 19, "class": "tick-label", "text-anchor": "middle" }, axes, String(t));
@@ -110,35 +124,58 @@
       svgEl("text", { x: x0 - 7, y: sy(t) + 4, "class": "tick-label", "text-anchor": "end" }, axes,
         opts.yfmt ? opts.yfmt(t) : String(t));
     });
-    svgEl("text", { x: (x0 + x1) / 2, y: H - 8, "class": "ax-label", "text-anchor": "middle" }, axes, opts.xlabel);
+    svgEl("text", { x: (x0 + x1) / 2, y: y0 + 40, "class": "ax-label", "text-anchor": "middle" }, axes, opts.xlabel);
     var yl = svgEl("text", { x: 0, y: 0, "class": "ax-label", "text-anchor": "middle",
       transform: "translate(13," + (y0 + y1) / 2 + ") rotate(-90)" }, axes, opts.ylabel);
     yl.setAttribute("data-axis", "y");
-    return { sx: sx, sy: sy, plot: plot, x0: x0, x1: x1, y0: y0, y1: y1 };
+    return { sx: sx, sy: sy, plot: plot, top: top, defs: defs, x0: x0, x1: x1, y0: y0, y1: y1, height: h };
   }
 
-  // Polyline(s) through (xs[i], ys[i]) where ok[i]: one segment per run of consecutive valid points.
-  function curve(p, xs, ys, ok, attrs) {
+  // A vertical line at x (if not null) across the frame, labelled at its top (to the left or right of it).
+  function vline(p, x, attrs, label, side) {
+    if (x === null || x === undefined) { return; }
+    var X = p.sx(x);
+    if (X < p.x0 || X > p.x1) { return; }
+    svgEl("line", Object.assign({ x1: X, x2: X, y1: p.y0, y2: p.y1 }, attrs), p.plot);
+    svgEl("text", { x: X + (side === "left" ? -4 : 4), y: p.y1 + 15, "class": "line-label",
+      "text-anchor": side === "left" ? "end" : "start", fill: attrs.stroke, "data-label": attrs["data-curve"] },
+    p.top, label);
+  }
+
+  // 10^e as text: "10" followed by the superscript digits of e.
+  function powerOfTen(e) {
+    return "10" + String(e).split("").map(function (c) { return SUPERSCRIPT[c]; }).join("");
+  }
+
+  // Polyline(s) through (xs[i], ys[i]) where ok[i]: one segment per run of consecutive valid points (with
+  // bridge, one polyline through all valid points, across the gaps).
+  function curve(p, xs, ys, ok, attrs, bridge) {
     var pts = [];
     function flush() {
       if (pts.length > 1) { svgEl("polyline", Object.assign({ points: pts.join(" "), fill: "none" }, attrs), p.plot); }
       pts = [];
     }
     for (var i = 0; i < xs.length; i++) {
-      if (ok[i] && ys[i] !== null) { pts.push(p.sx(xs[i]).toFixed(2) + "," + p.sy(ys[i]).toFixed(2)); } else { flush(); }
+      if (ok[i] && ys[i] !== null) {
+        pts.push(p.sx(xs[i]).toFixed(2) + "," + p.sy(ys[i]).toFixed(2));
+      } else if (!bridge) {
+        flush();
+      }
     }
     flush();
   }
 
-  function legend(p, entries, x, y, width) {
-    var g = svgEl("g", { "class": "legend" }, p.plot);
-    svgEl("rect", { x: x - 5, y: y - 10, width: width, height: 17 * entries.length + 3, "class": "legend-box" }, g);
+  function legend(p, entries, x, y, width, nobox) {
+    var g = svgEl("g", { "class": "legend" }, p.top);
+    if (!nobox) {
+      svgEl("rect", { x: x - 5, y: y - 10, width: width, height: 17 * entries.length + 3, "class": "legend-box" }, g);
+    }
     entries.forEach(function (e, k) {
       var yy = y + 17 * k;
       if (e.cell) {
         svgEl("rect", { x: x + 4, y: yy - 6, width: 12, height: 12, fill: e.cell, stroke: "#999" }, g);
       } else {
-        svgEl("line", { x1: x, x2: x + 20, y1: yy, y2: yy, stroke: e.colour, "stroke-width": 2.2,
+        svgEl("line", { x1: x, x2: x + 20, y1: yy, y2: yy, stroke: e.colour, "stroke-width": e.width || 2.2,
           "stroke-dasharray": e.dash || null }, g);
       }
       svgEl("text", { x: x + 25, y: yy + 4, "class": "legend-text" }, g, e.label);
@@ -166,52 +203,122 @@
     var showAlpha = slider("alpha", "\u03b1", D.alpha, "j");
 
     var figs = htmlEl("div", { "class": "panels" }, root);
-    var svgs = ["errors", "losses", "phase", "maps"].map(function (name) {
-      return svgEl("svg", { viewBox: "0 0 " + W + " " + H, "class": "panel", "data-panel": name, role: "img" }, figs);
+    var svgs = [["errors", H], ["gap", H], ["phase", H_LOW], ["maps", H_LOW]].map(function (nh) {
+      return svgEl("svg", { viewBox: "0 0 " + W + " " + nh[1], "class": "panel", "data-panel": nh[0], role: "img" },
+        figs);
     });
     var readout = htmlEl("div", { "class": "readout" }, root);   // scrolls sideways on narrow screens
+    var XTICKS = [0.25, 0.5, 1, 2, 4];
 
     function branchAt(b, key, i, j) { return D.branches[b][key][i][j]; }
+    function both(i, j) { return D.branches.semantic.exists[i][j] && D.branches.positional.exists[i][j]; }
+    function gapAt(i, j) {
+      return both(i, j) ? branchAt("semantic", "eps_t", i, j) - branchAt("positional", "eps_t", i, j) : null;
+    }
 
-    function alphaPanel(svg, key, title, ylabel, withLinear) {
-      var i = state.i, a = D.alpha, ymax = 0;
+    // alpha_c (black) and alpha_l (green, dash-dot) of the phase table at the chosen omega, as vertical lines
+    function thresholdLines(p, withL) {
+      var i = state.i;
+      vline(p, D.alpha_c[i], { stroke: "black", "stroke-width": 1.4, "data-curve": "alpha_c" }, "\u03b1_c", "left");
+      if (withL) {
+        vline(p, D.alpha_l[i], { stroke: COLOUR.alpha_l, "stroke-width": 1.6, "stroke-dasharray": DASH.alpha_l,
+          "data-curve": "alpha_l" }, "\u03b1_l", "right");
+      }
+    }
+
+    function cursor(p) {
+      svgEl("line", { x1: p.sx(D.alpha[state.j]), x2: p.sx(D.alpha[state.j]), y1: p.y0, y2: p.y1, "class": "cursor" },
+        p.plot);
+    }
+
+    function errorPanel(svg) {
+      var i = state.i, a = D.alpha, ymax = D.eps_lin[i];
       BRANCHES.forEach(function (b) {
-        D.branches[b][key][i].forEach(function (v, j) { if (D.branches[b].exists[i][j] && v > ymax) { ymax = v; } });
+        D.branches[b].eps_g[i].forEach(function (v, j) { if (D.branches[b].exists[i][j] && v > ymax) { ymax = v; } });
       });
-      if (withLinear) { ymax = Math.max(ymax, D.eps_lin[i]); }
       ymax = ymax > 0 ? ymax * 1.12 : 1;
       var yt = niceTicks(0, ymax, 4);
       var digits = Math.max(0, -Math.floor(Math.log10(yt.length > 1 ? yt[1] - yt[0] : ymax)));
-      var p = panel(svg, { title: title, xlabel: "sample complexity \u03b1", ylabel: ylabel, xlog: true,
-        xlim: [a[0], a[a.length - 1]], ylim: [0, ymax], xticks: [0.25, 0.5, 1, 2, 4], yticks: yt,
-        yfmt: function (t) { return t.toFixed(digits); } });
-      svgEl("line", { x1: p.sx(a[state.j]), x2: p.sx(a[state.j]), y1: p.y0, y2: p.y1, "class": "cursor" }, p.plot);
-      var entries = [];
+      var p = panel(svg, { title: "(a) test error \u03b5_g, \u03c9 = " + D.omega[i].toFixed(2),
+        xlabel: "sample complexity \u03b1", ylabel: "\u03b5_g", xlog: true, xlim: [a[0], a[a.length - 1]],
+        ylim: [0, ymax], xticks: XTICKS, yticks: yt, yfmt: function (t) { return t.toFixed(digits); } });
+      cursor(p);
+      thresholdLines(p, true);
+      svgEl("line", { x1: p.x0, x2: p.x1, y1: p.sy(D.eps_lin[i]), y2: p.sy(D.eps_lin[i]), stroke: COLOUR.linear,
+        "stroke-width": 1.6, "stroke-dasharray": DASH.linear, "data-curve": "linear" }, p.plot);
       BRANCHES.forEach(function (b) {
-        curve(p, a, D.branches[b][key][i], D.branches[b].exists[i], { stroke: COLOUR[b], "stroke-width": 2.2,
+        curve(p, a, D.branches[b].eps_g[i], D.branches[b].exists[i], { stroke: COLOUR[b], "stroke-width": 2.2,
           "data-curve": b });
-        entries.push({ colour: COLOUR[b], label: b });
       });
-      if (withLinear) {
-        svgEl("line", { x1: p.x0, x2: p.x1, y1: p.sy(D.eps_lin[i]), y2: p.sy(D.eps_lin[i]), stroke: COLOUR.linear,
-          "stroke-width": 1.6, "stroke-dasharray": "6 4", "data-curve": "linear" }, p.plot);
-        entries.push({ colour: COLOUR.linear, label: "linear baseline", dash: "6 4" });
-      }
       BRANCHES.forEach(function (b) {
         if (!D.branches[b].exists[i][state.j]) { return; }
         var glob = D.global[i][state.j] === b;
-        svgEl("circle", { cx: p.sx(a[state.j]), cy: p.sy(branchAt(b, key, i, state.j)), r: 5,
-          fill: glob ? COLOUR[b] : "white", stroke: COLOUR[b], "stroke-width": 2, "data-marker": b }, p.plot);
+        svgEl("circle", { cx: p.sx(a[state.j]), cy: p.sy(branchAt(b, "eps_g", i, state.j)), r: 5,
+          fill: glob ? COLOUR[b] : "white", stroke: COLOUR[b], "stroke-width": 2, "data-marker": b }, p.top);
       });
-      legend(p, entries, p.x1 - 148, p.y1 + 15, 144);
+      // lower left: at small alpha both errors are large, so this corner stays free
+      legend(p, [{ colour: COLOUR.semantic, label: "semantic" }, { colour: COLOUR.positional, label: "positional" },
+        { colour: COLOUR.linear, label: "linear baseline", dash: DASH.linear }], p.x0 + 10, p.y0 - 46, 144);
+    }
+
+    function gapPanel(svg) {
+      var i = state.i, a = D.alpha, hi = 0, lo = 0;
+      var gaps = a.map(function (_, j) { return gapAt(i, j); });
+      gaps.forEach(function (g) { if (g !== null) { hi = Math.max(hi, g); lo = Math.min(lo, g); } });
+      // the gap grows fast away from alpha_c: keep the larger side within twice the smaller one, so that the
+      // zero crossing stays readable (the curve leaves the frame beyond)
+      if (hi > 0 && lo < 0) { var h0 = hi, l0 = -lo; hi = Math.min(h0, 2 * l0); lo = -Math.min(l0, 2 * h0); }
+      if (hi === 0 && lo === 0) { hi = 1e-4; lo = -1e-4; }
+      var pad = 0.1 * (hi - lo);
+      hi += pad; lo -= pad;
+      var e = Math.floor(Math.log10(Math.max(hi, -lo))), scale = Math.pow(10, e);
+      var yt = niceTicks(lo / scale, hi / scale, 5);
+      var digits = Math.max(0, -Math.floor(Math.log10(yt.length > 1 ? yt[1] - yt[0] : 1)));
+      var p = panel(svg, { title: "(b) \u0394\u03b5_t = \u03b5_t(semantic) \u2212 \u03b5_t(positional)",
+        xlabel: "sample complexity \u03b1", ylabel: "\u0394\u03b5_t (\u00d7" + powerOfTen(e) + ")", xlog: true,
+        xlim: [a[0], a[a.length - 1]], ylim: [lo, hi], xticks: XTICKS,
+        yticks: yt.map(function (t) { return t * scale; }),
+        yfmt: function (t) {
+          var v = t / scale;
+          return (Math.abs(v) < 1e-9 ? 0 : v).toFixed(digits).replace("-", "\u2212");
+        } });
+      cursor(p);
+      svgEl("line", { x1: p.x0, x2: p.x1, y1: p.sy(0), y2: p.sy(0), stroke: "#888", "stroke-width": 1,
+        "data-curve": "zero" }, p.plot);
+      thresholdLines(p, false);
+      curve(p, a, gaps, gaps.map(function (g) { return g !== null; }), { stroke: COLOUR.gap, "stroke-width": 2.2,
+        "data-curve": "gap" });
+      svgEl("text", { x: p.x1 - 6, y: p.sy(0) - 6, "class": "line-label", "text-anchor": "end",
+        fill: COLOUR.positional }, p.top, "positional lower \u2191");
+      svgEl("text", { x: p.x1 - 6, y: p.sy(0) + 16, "class": "line-label", "text-anchor": "end",
+        fill: COLOUR.semantic }, p.top, "semantic lower \u2193");
+      var g = gaps[state.j];
+      if (g !== null) {
+        var cy = p.sy(g), off = cy < p.y1 || cy > p.y0;
+        var glob = D.global[i][state.j];
+        cy = Math.max(p.y1, Math.min(p.y0, cy));
+        var cx = p.sx(a[state.j]), attrs = { fill: glob ? COLOUR[glob] : "white", stroke: COLOUR.gap,
+          "stroke-width": 1.5, "data-marker": "gap", "data-off-scale": off ? 1 : 0 };
+        if (off) {            // a triangle on the frame, pointing the way the value lies
+          var d = cy <= p.y1 ? -1 : 1;
+          attrs.points = [cx - 6, cy - 8 * d, cx + 6, cy - 8 * d, cx, cy].join(",");
+          svgEl("polygon", attrs, p.top);
+        } else {
+          attrs.cx = cx; attrs.cy = cy; attrs.r = 5;
+          svgEl("circle", attrs, p.top);
+        }
+      } else {
+        svgEl("text", { x: (p.x0 + p.x1) / 2, y: p.y1 + 40, "class": "note", "text-anchor": "middle" }, p.top,
+          "one branch only at this \u03b1: no gap");
+      }
     }
 
     function phasePanel(svg) {
-      // as in the book's phase diagram (chapter 6): alpha across (log scale), omega up
-      var w = D.omega, a = D.alpha, dw = w[1] - w[0];
+      // as in the book's phase diagram (chapter 6): alpha across (log scale), omega up; lines from the phase table
+      var w = D.omega, a = D.alpha, dw = w.length > 1 ? w[1] - w[0] : 0.05;
       var p = panel(svg, { title: "(c) phase diagram: global minimum", xlabel: "sample complexity \u03b1",
-        ylabel: "positional weight \u03c9", xlog: true, xlim: [a[0], a[a.length - 1]],
-        ylim: [w[0] - dw / 2, w[w.length - 1] + dw / 2], xticks: [0.25, 0.5, 1, 2, 4],
+        ylabel: "positional weight \u03c9", xlog: true, xlim: [a[0], a[a.length - 1]], height: H_LOW,
+        ylim: [w[0] - dw / 2, w[w.length - 1] + dw / 2], xticks: XTICKS,
         yticks: niceTicks(w[0], w[w.length - 1], 5) });
       for (var i = 0; i < w.length; i++) {
         for (var j = 0; j < a.length; j++) {
@@ -221,24 +328,61 @@
             height: p.sy(w[i] - dw / 2) - p.sy(w[i] + dw / 2) + 0.3, fill: CELL[D.global[i][j] || "none"] }, p.plot);
         }
       }
-      var okC = D.alpha_c.map(function (v) { return v !== null; });
-      var okL = D.alpha_l.map(function (v) { return v !== null; });
-      curve(p, D.alpha_c, w, okC, { stroke: "black", "stroke-width": 2, "data-curve": "alpha_c" });
-      curve(p, D.alpha_l, w, okL, { stroke: "black", "stroke-width": 1.6, "stroke-dasharray": "2 3",
-        "data-curve": "alpha_l" });
+      // where both branches exist (between the semantic end and the positional end, or the right edge)
+      var hatchId = "attnlib-hatch-" + (uid++);
+      var pat = svgEl("pattern", { id: hatchId, width: 7, height: 7, patternUnits: "userSpaceOnUse",
+        patternTransform: "rotate(45)" }, p.defs);
+      svgEl("line", { x1: 0, x2: 0, y1: 0, y2: 7, stroke: "#555", "stroke-width": 1.3, "stroke-opacity": 0.55 }, pat);
+      var left = [], right = [];
+      function flushRegion() {
+        if (left.length > 1) {
+          svgEl("polygon", { points: left.concat(right.reverse()).join(" "), fill: "url(#" + hatchId + ")",
+            "data-region": "both" }, p.plot);
+        }
+        left = []; right = [];
+      }
+      for (var k = 0; k < w.length; k++) {
+        var se = D.semantic_end[k], pe = D.positional_end[k];
+        if (se === null) { flushRegion(); continue; }
+        var r = pe === null ? a[a.length - 1] * 2 : Math.max(pe, se);
+        left.push(p.sx(Math.max(se, a[0] / 2)).toFixed(2) + "," + p.sy(w[k]).toFixed(2));
+        right.push(p.sx(r).toFixed(2) + "," + p.sy(w[k]).toFixed(2));
+      }
+      flushRegion();
+      var ok = function (arr) { return arr.map(function (v) { return v !== null; }); };
+      curve(p, D.semantic_end, w, ok(D.semantic_end), { stroke: COLOUR.semantic, "stroke-width": 2,
+        "stroke-dasharray": DASH.end, "data-curve": "semantic_end" });
+      // the positional branch ends (fold or vanishing) at some omegas only: as in chapter 6, one line through
+      // those rows, and a dot at each (an end at a single row is seen too)
+      curve(p, D.positional_end, w, ok(D.positional_end), { stroke: COLOUR.positional, "stroke-width": 2,
+        "stroke-dasharray": DASH.end, "data-curve": "positional_end" }, true);
+      D.positional_end.forEach(function (v, k) {
+        if (v !== null) {
+          svgEl("circle", { cx: p.sx(v), cy: p.sy(w[k]), r: 3, fill: COLOUR.positional, "data-end": "positional" },
+            p.plot);
+        }
+      });
+      curve(p, D.alpha_c, w, ok(D.alpha_c), { stroke: "black", "stroke-width": 2, "data-curve": "alpha_c" });
+      curve(p, D.alpha_l, w, ok(D.alpha_l), { stroke: COLOUR.alpha_l, "stroke-width": 2,
+        "stroke-dasharray": DASH.alpha_l, "data-curve": "alpha_l" });
       var g = D.global[state.i][state.j];
       var cx = p.sx(a[state.j]), cy = p.sy(w[state.i]), star = [];
-      for (var k = 0; k < 10; k++) {
-        var r = k % 2 ? 4.5 : 11, t = -Math.PI / 2 + k * Math.PI / 5;
-        star.push((cx + r * Math.cos(t)).toFixed(2) + "," + (cy + r * Math.sin(t)).toFixed(2));
+      for (var s = 0; s < 10; s++) {
+        var rr = s % 2 ? 4.5 : 11, t = -Math.PI / 2 + s * Math.PI / 5;
+        star.push((cx + rr * Math.cos(t)).toFixed(2) + "," + (cy + rr * Math.sin(t)).toFixed(2));
       }
       svgEl("polygon", { points: star.join(" "), fill: g ? COLOUR[g] : "white", stroke: "black", "stroke-width": 1.2,
         "data-marker": "point", "data-omega": w[state.i], "data-alpha": a[state.j],
-        "data-cx": cx.toFixed(2), "data-cy": cy.toFixed(2) }, p.plot);
-      var x = p.x0 + 10, y = p.y1 + 14;       // upper left: positional everywhere on the grid
-      legend(p, [{ colour: "black", label: "\u03b1_c (\u03b5_t equal)" },
-        { colour: "black", label: "\u03b1_l (beats linear)", dash: "2 3" }, { label: "semantic", cell: CELL.semantic },
-        { label: "positional", cell: CELL.positional }], x, y, 150);
+        "data-cx": cx.toFixed(2), "data-cy": cy.toFixed(2) }, p.top);
+      // legend below the axes, in two columns
+      var y = p.y0 + 66;
+      legend(p, [{ colour: "black", label: "\u03b1_c (equal \u03b5_t)", width: 2 },
+        { colour: COLOUR.alpha_l, label: "\u03b1_l (beats linear)", dash: DASH.alpha_l, width: 2 },
+        { colour: COLOUR.semantic, label: "semantic branch ends", dash: DASH.end, width: 2 },
+        { colour: COLOUR.positional, label: "positional branch ends", dash: DASH.end, width: 2 }], 14, y, 0, true);
+      legend(p, [{ label: "both branches exist", cell: "url(#" + hatchId + ")" },
+        { label: "global min.: semantic", cell: CELL.semantic },
+        { label: "global min.: positional", cell: CELL.positional }], 214, y, 0, true);
     }
 
     function mapsPanel(svg) {
@@ -251,9 +395,9 @@
         rows.push([b + (D.global[i][j] === b ? " \u2605" : ""), D.branches[b].S_mean[i][j], D.branches[b].S_ex[i][j],
           D.branches[b].exists[i][j]]);
       });
-      var cs = 31, x0 = 112, dx = 2 * cs + 22, y0 = 58, dy = 2 * cs + 10;
+      var cs = 35, x0 = 112, dx = 2 * cs + 20, y0 = 62, dy = 2 * cs + 16;
       cols.forEach(function (c, k) {
-        svgEl("text", { x: x0 + k * dx + cs, y: y0 - 16, "class": "tick-label", "text-anchor": "middle" }, svg, c);
+        svgEl("text", { x: x0 + k * dx + cs, y: y0 - 14, "class": "tick-label", "text-anchor": "middle" }, svg, c);
       });
       rows.forEach(function (row, r) {
         svgEl("text", { x: x0 - 8, y: y0 + r * dy + cs + 4, "class": "tick-label", "text-anchor": "end" }, svg, row[0]);
@@ -272,9 +416,10 @@
           }
         });
       });
-      svgEl("text", { x: 4, y: H - 24, "class": "note" }, svg, "inputs 1, 2: teacher's h* = \u221a\u03c1 (" +
+      svgEl("text", { x: 4, y: H_LOW - 40, "class": "note" }, svg, "inputs 1, 2: teacher's h* = \u221a\u03c1 (" +
         ex[0].join(", ") + "), \u221a\u03c1 (" + ex[1].join(", ") + ")");
-      svgEl("text", { x: 4, y: H - 10, "class": "note" }, svg, "\u2605 global minimum; colour: 0.2 (orange) to 0.8 (purple)");
+      svgEl("text", { x: 4, y: H_LOW - 24, "class": "note" }, svg, "\u2605 global minimum; faded: no branch here");
+      svgEl("text", { x: 4, y: H_LOW - 8, "class": "note" }, svg, "colour: 0.2 (orange) to 0.8 (purple)");
     }
 
     function readoutTable() {
@@ -307,20 +452,33 @@
       htmlEl("td", { "data-key": "linear.eps_lin" }, lin, fmt(D.eps_lin[i], 5));
       htmlEl("td", {}, lin, "");
       htmlEl("td", { colspan: 3 }, lin, "");
-      var ac = D.alpha_c[i], al = D.alpha_l[i];
-      htmlSub(htmlEl("p", { "class": "thresholds" }, readout),
-        "At \u03c9 = " + D.omega[i].toFixed(2) + ": " + (ac === null ? "no \u03b1_c" : "\u03b1_c \u2248 " + ac.toFixed(3)) +
-        ", " + (al === null ? "no \u03b1_l" : "\u03b1_l \u2248 " + al.toFixed(3)) +
-        " on the grid (\u03b1 \u2264 " + D.alpha[D.alpha.length - 1] + ", read off by interpolation); \u03c3 = " +
-        D.params.sigma + ", \u03bb = " + D.params.lam + ", standard A.");
+      // the thresholds and ends at this omega, from the phase table
+      var par = htmlEl("p", { "class": "thresholds" }, readout);
+      function num(key, digits) {
+        var v = D[key][i];
+        htmlEl("span", { "data-key": "table." + key }, par, v === null ? "\u2014" : v.toFixed(digits));
+      }
+      function txt(s) { htmlSub(par, s); }
+      txt("At \u03c9 = " + D.omega[i].toFixed(2) + ", from the phase table: \u03b1_c = ");
+      num("alpha_c", 3);
+      txt(", \u03b1_l = ");
+      num("alpha_l", 3);
+      txt("; the semantic branch exists for \u03b1 \u2265 ");
+      num("semantic_end", 3);
+      if (D.positional_end[i] === null) {
+        txt(", the positional branch throughout the grid");
+      } else {
+        txt(", the positional branch for \u03b1 \u2264 ");
+        num("positional_end", 3);
+      }
+      txt(". \u03c3 = " + D.params.sigma + ", \u03bb = " + D.params.lam + ", standard A.");
     }
 
     function update() {
       showOmega();
       showAlpha();
-      alphaPanel(svgs[0], "eps_g", "(a) test error \u03b5_g, \u03c9 = " + D.omega[state.i].toFixed(2), "\u03b5_g", true);
-      alphaPanel(svgs[1], "eps_t", "(b) training loss \u03b5_t, \u03c9 = " + D.omega[state.i].toFixed(2), "\u03b5_t",
-        false);
+      errorPanel(svgs[0]);
+      gapPanel(svgs[1]);
       phasePanel(svgs[2]);
       mapsPanel(svgs[3]);
       readoutTable();
