@@ -22,11 +22,15 @@ Parts (``--parts``):
 * ``validity``: theory against the finite-d minimisers of ``arbiter_standard.csv``
   (:func:`attnlib.validity.rs_validity`, with the replicon and tie density of every fixed point):
   ``rs_validity.csv``; and the fixed points of the state evolution nearest to some finite-d minima
-  (:func:`attnlib.validity.fixed_point_near`): ``free_states.csv``.
+  (:func:`attnlib.validity.fixed_point_near`): ``free_states.csv``;
+* ``solver``: at omega = 0, alpha = 0.5384 (where theory and finite d part), the positional fixed point under
+  several quadrature rules and both proximal treatments (:func:`attnlib.validity.solver_checks`,
+  ``edge_solver_checks.csv``), the training-loss profile with m pinned (:func:`attnlib.validity.pinned_profile`,
+  ``edge_profile.csv``) and a brute-force check of the proximal search there (in ``phase_meta.json``).
 
 Usage::
 
-    python scripts/regenerate_phase_data.py [--n-jobs 2] [--parts standard traces alternative slices validity]
+    python scripts/regenerate_phase_data.py [--n-jobs 2] [--parts standard traces alternative slices validity solver]
 """
 import argparse
 import json
@@ -40,7 +44,8 @@ import pandas as pd
 from attnlib import ALTERNATIVE_A, TaskParams
 from attnlib.cache import provenance
 from attnlib.sweeps import SMOOTH_QUADRATURE, TIE_SMOOTHING, branch_trace, phase_diagram, summarise_phase_diagram
-from attnlib.validity import fixed_point_near, rs_validity
+from attnlib import Overlaps, solve_state_evolution
+from attnlib.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"
@@ -145,8 +150,25 @@ def part_validity(args, meta):
     meta["validity"] = {"omegas": [0.0, 0.1, 0.3], "free_points": FREE_POINTS}
 
 
+#: The point of the solver checks: (omega, alpha) on the arbiter's grid, where theory and finite d part.
+EDGE = (0.0, 0.5384)
+EDGE_M = (0.0, 0.03, 0.06, 0.09, 0.12, 0.145, 0.17, 0.19, 0.21, 0.24)
+
+
+def part_solver(args, meta):
+    w, a = EDGE
+    params = STANDARD.with_(omega=w)
+    res = solve_state_evolution(params, a, "positional", start=Overlaps(0.045, 0.145, 24.5, 0.0))
+    solver_checks(params, a, "positional", res.overlaps).to_csv(args.out / "edge_solver_checks.csv", index=False,
+                                                                 float_format="%.10g")
+    pinned_profile(params, a, "positional", sorted(set(EDGE_M) | {round(res.m, 6)}), res.overlaps).to_csv(
+        args.out / "edge_profile.csv", index=False, float_format="%.10g")
+    meta["solver"] = {"omega": w, "alpha": a, "m_values": EDGE_M,
+                      "prox_coverage": prox_coverage(res, points=161), "fixed_point": res.as_row()}
+
+
 PARTS = {"standard": part_standard, "traces": part_traces, "alternative": part_alternative,
-         "slices": part_slices, "validity": part_validity}
+         "slices": part_slices, "validity": part_validity, "solver": part_solver}
 
 
 def main(argv=None):

@@ -42,6 +42,9 @@ COLUMNS = {
                           "upper_kind", "upper_alpha"],
     "rs_validity.csv": ["omega", "alpha", "start", "fixed_point", "theory_loss", "fd_loss", "fd_loss_err", "z_loss",
                         "theory_overlap", "fd_overlap", "fd_overlap_err", "replicon", "tie_density"],
+    "edge_solver_checks.csv": ["rule", "prox_mode", "omega", "alpha", "q", "m", "V", "train_loss", "rel_loss",
+                               "converged", "residual"],
+    "edge_profile.csv": ["omega", "alpha", "branch", "m", "q", "V", "train_loss", "rel_loss", "converged"],
     "free_states.csv": ["A", "omega", "alpha", "start", "d", "fd_q", "fd_m", "fd_theta", "free_converged", "free_m",
                         "free_theta", "positional_converged", "positional_m", "semantic_converged", "semantic_theta"],
 }
@@ -53,6 +56,8 @@ REQUIRED = {  # columns that must never be NaN
     "branch_traces.csv": ["alpha", "q", "m", "V", "theta", "train_loss", "test_error"],
     "rs_validity.csv": ["alpha", "theory_loss", "fd_loss", "theory_overlap", "fd_overlap", "replicon"],
     "free_states.csv": ["fd_q", "fd_m", "fd_theta"],
+    "edge_solver_checks.csv": ["q", "m", "train_loss", "rel_loss"],
+    "edge_profile.csv": ["m", "train_loss", "rel_loss"],
 }
 
 
@@ -89,8 +94,21 @@ def test_metadata():
     assert prov["script"] == "scripts/regenerate_phase_data.py"
     assert prov["attnlib_version"] == attnlib.__version__
     assert prov["quadrature"] == str(attnlib.sweeps.SMOOTH_QUADRATURE)
-    for part in ("standard", "traces", "alternative", "slices", "validity"):
+    for part in ("standard", "traces", "alternative", "slices", "validity", "solver"):
         assert META[part]["wall_time_s"] > 0, part
+    cov = META["solver"]["prox_coverage"]  # the brute-force check of the proximal search at the edge
+    assert cov["nodes"] > 0 and cov["share_worse"] == 0 and cov["max_deficit"] < 1e-12
+
+
+def test_edge_checks_agree_on_the_loss_not_on_m():
+    """At the edge point the quadrature rules agree on the training loss to < 1 % but not on m, and the
+    profile in m is flat around the fixed point (its minimum), rising only far from it."""
+    chk, prof = load("edge_solver_checks.csv"), load("edge_profile.csv")
+    ok = chk[chk.converged]
+    assert len(ok) >= 4 and (ok.rel_loss.max() - ok.rel_loss.min()) < 0.01 * ok.rel_loss.abs().mean()
+    conv = prof[prof.converged].sort_values("m")
+    i = int(conv.rel_loss.idxmin())
+    assert 0.05 < conv.loc[i, "m"] < 0.22
 
 
 def test_summary_is_the_mean_of_the_runs():
