@@ -65,9 +65,10 @@ EXPLORER_SOLVER = SESolver()
 PHASE_TABLE_CSV = "phase_standard.csv"
 #: Parameters the phase table was computed for.
 PHASE_TABLE_PARAMS = dict(sigma=0.5, lam=0.01, A=STANDARD_A)
-#: Kinds of a branch end inside the computed range (the others: ``range``, the branch reaches the end of the
-#: range; ``lost``, the continuation lost it).
-END_KINDS = ("fold", "vanishes")
+#: Kinds of a branch end inside the computed range, as chapter 6 draws them: a fold, a vanishing, or the point
+#: where the continuation lost the branch (it exists at least that far). The other kind, ``range``: the branch
+#: reaches the end of the computed range.
+END_KINDS = ("fold", "vanishes", "lost")
 #: Columns of :func:`phase_lines`.
 LINE_COLUMNS = ("alpha_c", "alpha_l", "semantic_end", "positional_end")
 _END_COLUMNS = {"semantic_lower_alpha", "positional_upper_alpha", "positional_upper_kind"}

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 from attnlib import TaskParams, linear_baseline_error, solve_state_evolution  # noqa: E402
 from attnlib.explorer import (DEFAULTS, EXPLORER_SOLVER, ExplorerView, branch_exists, draw_explorer,  # noqa: E402
                               explorer_view, make_explorer, phase_boundary, phase_lines, table_applies,
-                              table_omegas)
+                              table_omegas, END_KINDS)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,7 @@ def fake_table(sem_end_03=0.7, pos_end_03=None) -> pd.DataFrame:
         "omega": [0.0, 0.2, 0.3, 0.4], "alpha_c": [0.6, np.nan, 1.25, 1.8], "alpha_l": [0.75, 1.1, 1.5, 2.3],
         "semantic_lower_alpha": [0.5, 0.6, sem_end_03, 0.9],
         "semantic_lower_kind": ["fold", "vanishes", "fold", "lost"],
-        "positional_upper_alpha": [0.7, 1.3, 6.0 if pos_end_03 is None else pos_end_03, 6.0],
+        "positional_upper_alpha": [0.7, 1.3, 6.0 if pos_end_03 is None else pos_end_03, 2.5],
         "positional_upper_kind": ["fold", "vanishes", "range" if pos_end_03 is None else "fold", "lost"]})
 
 
@@ -146,7 +146,7 @@ def test_phase_lines_interpolate_the_table():
     # a row's own values; positional end only where the kind is a fold or a vanishing
     assert lines.loc[0.0].tolist() == [0.6, 0.75, 0.5, 0.7]
     assert lines.loc[0.3, "semantic_end"] == 0.7 and math.isnan(lines.loc[0.3, "positional_end"])
-    assert math.isnan(lines.loc[0.4, "positional_end"])                      # "lost" is no end
+    assert lines.loc[0.4, "positional_end"] == 2.5  # "lost": the branch exists at least that far
     # between rows: linear in omega where both rows have a value, NaN otherwise
     assert lines.loc[0.25, "alpha_l"] == pytest.approx(1.3) and lines.loc[0.25, "semantic_end"] == pytest.approx(0.65)
     assert math.isnan(lines.loc[0.1, "alpha_c"]) and math.isnan(lines.loc[0.25, "alpha_c"])
@@ -281,7 +281,7 @@ def test_grid_is_alpha_sweep_plus_maps(small_grid):
     ref = pd.read_csv(ROOT / "book" / "data" / "phase_standard.csv").set_index("omega").loc[0.3]
     assert (g.alpha_c == ref.alpha_c).all() and (g.alpha_l == ref.alpha_l).all()
     assert (g.semantic_end == ref.semantic_lower_alpha).all()
-    if ref.positional_upper_kind in ("fold", "vanishes"):
+    if ref.positional_upper_kind in END_KINDS:
         assert (g.positional_end == ref.positional_upper_alpha).all()
     else:
         assert g.positional_end.isna().all()

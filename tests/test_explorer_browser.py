@@ -22,6 +22,7 @@ import pytest
 from conftest import BOOK, KNOWN_JS_ERRORS, SHOTS
 
 from attnlib import TaskParams, linear_baseline_error
+from attnlib.explorer import END_KINDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -263,7 +264,7 @@ def test_embedded_data_agree_with_attnlib_and_chapter_6(explorer):
     ref = pd.read_csv(BOOK / "data" / "phase_standard.csv")
     assert min(omegas) >= ref.omega.min() - 1e-12 and max(omegas) <= ref.omega.max() + 1e-12
     pos_ends = ref.assign(positional_end=ref.positional_upper_alpha.where(
-        ref.positional_upper_kind.isin(["fold", "vanishes"])), semantic_end=ref.semantic_lower_alpha)
+        ref.positional_upper_kind.isin(END_KINDS)), semantic_end=ref.semantic_lower_alpha)
     for key in ("alpha_c", "alpha_l", "semantic_end", "positional_end"):
         for w, got in zip(omegas, data[key]):
             want = table_at(pos_ends, key, w)

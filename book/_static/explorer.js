@@ -352,7 +352,7 @@
       var ok = function (arr) { return arr.map(function (v) { return v !== null; }); };
       curve(p, D.semantic_end, w, ok(D.semantic_end), { stroke: COLOUR.semantic, "stroke-width": 2,
         "stroke-dasharray": DASH.end, "data-curve": "semantic_end" });
-      // the positional branch ends (fold or vanishing) at some omegas only: as in chapter 6, one line through
+      // the positional branch ends (fold, vanishing, or lost) at some omegas only: as in chapter 6, one line through
       // those rows, and a dot at each (an end at a single row is seen too)
       curve(p, D.positional_end, w, ok(D.positional_end), { stroke: COLOUR.positional, "stroke-width": 2,
         "stroke-dasharray": DASH.end, "data-curve": "positional_end" }, true);
