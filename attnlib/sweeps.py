@@ -570,16 +570,20 @@ def phase_diagram(params: TaskParams, omegas, solver=None, alpha_range=DEFAULT_R
 
 def summarise_phase_diagram(df: pd.DataFrame) -> pd.DataFrame:
     """Average a :func:`phase_diagram` table over its scramblings: per ``omega`` the mean of every threshold
-    and end ``alpha`` over the scramblings where it was found, its standard error (``*_err``, NaN with one
-    scrambling), the number found (``*_n``), and for each end the most frequent kind (``*_kind``) with its
-    count (``*_kind_n``)."""
+    over the scramblings where it was found and of every end ``alpha`` over the scramblings that found the
+    end's most frequent kind (``*_kind``, with its count ``*_kind_n``), the standard error (``*_err``, NaN with
+    one value) and the number of values averaged (``*_n``)."""
     rows = []
     value_cols = ["alpha_c", "alpha_l"] + [c for c in df.columns if c.endswith("_alpha")]
     kind_cols = [c for c in df.columns if c.endswith("_kind")]
     for w, sub in df.groupby("omega"):
         row = {"omega": float(w), "eps_lin": float(sub.eps_lin.iloc[0]), "scramblings": int(len(sub))}
         for c in value_cols:
-            v = sub[c].to_numpy(float)
+            kind = f"{c[:-len('_alpha')]}_kind"
+            use = sub
+            if c.endswith("_alpha") and kind in sub:  # an end: averaged over the scramblings of the majority kind
+                use = sub[sub[kind] == sub[kind].value_counts().index[0]]
+            v = use[c].to_numpy(float)
             v = v[np.isfinite(v)]
             row[c] = float(v.mean()) if len(v) else math.nan
             row[f"{c}_err"] = float(v.std(ddof=1) / math.sqrt(len(v))) if len(v) > 1 else math.nan

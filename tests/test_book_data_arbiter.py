@@ -48,7 +48,7 @@ def test_standard_crossings_move_little_with_d_and_land_near_the_theory():
     df = pd.read_csv(DATA / "arbiter_standard.csv")
     values = {}
     for w, sub in df.groupby("omega"):
-        est = finite_d_critical_alpha(sub[sub.d <= 4000], n_boot=200)
+        est = finite_d_critical_alpha(sub, n_boot=200)
         assert est.found, w
         values[w] = est.value
     assert abs(values[0.3] - 1.24) < 0.06
