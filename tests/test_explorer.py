@@ -92,9 +92,11 @@ def test_draw_follows_the_house_style(view):
     assert sorted(labels) == sorted([r"$\alpha_c$", r"$\alpha_l$", "semantic end", "positional end", "both exist"])
     region = next(c for c in ax_pd.collections if c.get_label() == "both exist")
     assert to_hex(region.get_facecolor()[0]) == to_hex("0.88")
-    # no positional end at omega = 0.3 in the table; ends at 0 and 0.2 are drawn
+    # no positional end at omega = 0.3 in the table (the branch spans the range); the ends at 0 and 0.2 and the
+    # one at 0.4 where the continuation lost the branch (it exists at least that far) are drawn
     pos_end = next(ln for ln in ax_pd.lines if ln.get_label() == "positional end")
-    assert list(pos_end.get_ydata()) == [0.0, 0.2]
+    assert [float(y) for y in pos_end.get_ydata()] == [0.0, 0.2, 0.4]
+    assert [float(x) for x in pos_end.get_xdata()] == [0.7, 1.3, 2.5]
     star = ax_pd.lines[-1]
     assert (star.get_xdata()[0], star.get_ydata()[0]) == (view.alpha, view.params.omega)
     assert to_hex(star.get_color()) == to_hex("C0")                    # semantic: the global minimum
