@@ -27,7 +27,7 @@ from .simulation import (DEFAULT_N_TEST, ERMObjective, ERMResult, estimate_test_
                          gradient_descent, minimize_lbfgs, simulate_erm, test_error_from_overlaps_rho)
 from .sim_sweeps import erm_point, erm_sweep, rows_to_columns
 from .sweeps import (ThresholdNotFound, alpha_sweep, branch_curvature, branch_ends, branch_trace, critical_alpha,
-                     linear_crossing_alpha, phase_diagram)
+                     linear_crossing_alpha, phase_diagram, semantic_takeover)
 from .continuation import BranchEnd, BranchTrace, Continuation, newton_fixed_point, trace_branch
 from .arbiter import (FiniteDThreshold, arbiter_table, finite_d_critical_alpha, finite_d_minimum,
                       finite_d_theta_loss_alpha)
@@ -37,6 +37,7 @@ __all__ = [
     "Quadrature", "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution",
     "linear_baseline_error", "test_error_from_overlaps", "ThresholdNotFound", "alpha_sweep",
     "branch_curvature", "critical_alpha", "linear_crossing_alpha", "branch_trace", "branch_ends", "phase_diagram",
+    "semantic_takeover",
     "BranchEnd", "BranchTrace", "Continuation", "newton_fixed_point", "trace_branch",
     "FiniteDThreshold", "arbiter_table", "finite_d_critical_alpha", "finite_d_minimum", "finite_d_theta_loss_alpha",
     "make_task", "positional_encodings", "seed_streams", "DEFAULT_N_TEST", "ERMObjective", "ERMResult",

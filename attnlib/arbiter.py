@@ -21,6 +21,9 @@ Estimates (:class:`FiniteDThreshold`):
   ``d -> infinity`` value ``a`` and its error.
 * :func:`finite_d_theta_loss_alpha`: where the semantic start stops keeping its ``theta`` (the mean
   ``theta/rho`` falls below a floor), the same way.
+* :func:`finite_d_linear_alpha`: where the finite-``d`` global minimiser (per seed, the start of lower
+  training loss) reaches the linear baseline's test error, the same way (its test error is the
+  Gaussian-equivalent ``eps_g`` of its overlaps).
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ from .simulation import ERMObjective, initial_Q, minimize_lbfgs, n_samples, over
 
 __all__ = ["ARBITER_STARTS", "DEFAULT_DS", "DEFAULT_SEEDS", "finite_d_minimum", "arbiter_table",
            "loss_zero_theory", "FiniteDThreshold", "crossing_alpha", "extrapolate_inverse_d",
-           "finite_d_critical_alpha", "finite_d_theta_loss_alpha"]
+           "finite_d_critical_alpha", "finite_d_theta_loss_alpha", "finite_d_linear_alpha"]
 
 #: The two named starts compared by the arbiter.
 ARBITER_STARTS = ("semantic", "positional")
@@ -292,3 +295,41 @@ def finite_d_theta_loss_alpha(table: pd.DataFrame, floor: float = 0.1, n_boot: i
     if sem.empty:
         raise ValueError("the table has no runs from the semantic start")
     return _threshold("theta_loss", sem, lambda t: t.theta.abs() / (t.sigma**2) - floor, +1, n_boot, seed)
+
+
+def finite_d_linear_alpha(table: pd.DataFrame, n_boot: int = 2000, seed: int = 0) -> FiniteDThreshold:
+    """Finite-``d`` ``alpha_l``: where the test error of the finite-``d`` global minimiser falls below the
+    linear baseline's ``eps_lin``.
+
+    Per ``(d, alpha, seed)`` the global minimiser is the start of lower training loss on that data (the same
+    comparison as :func:`finite_d_critical_alpha`); its test error is the Gaussian-equivalent
+    ``eps_g(q, m, theta)`` for the run's teacher variance ``rho_hat``
+    (:func:`attnlib.simulation.test_error_from_overlaps_rho`, exact up to ``O(1/d)``). The seed-mean of
+    ``eps_g - eps_lin`` changes sign from + to - at the threshold, located per ``d`` with a bootstrap error
+    and extrapolated in ``1/d`` (module docstring). ``table`` is an :func:`arbiter_table` of one task.
+
+    Raises
+    ------
+    ValueError
+        If the table holds more than one task or lacks runs from both starts.
+    """
+    from .generalisation import linear_baseline_error
+    from .simulation import test_error_from_overlaps_rho
+
+    check_int("n_boot", n_boot, 2)
+    keys = ["sigma", "lam", "omega", "A11", "A12", "A21", "A22"]
+    tasks = table[keys].drop_duplicates()
+    if len(tasks) != 1:
+        raise ValueError(f"table must hold one task (one sigma, lam, omega, A); it holds {len(tasks)}")
+    r = tasks.iloc[0]
+    params = TaskParams(sigma=float(r.sigma), lam=float(r.lam), omega=float(r.omega),
+                        A=((float(r.A11), float(r.A12)), (float(r.A21), float(r.A22))))
+    missing = [s for s in ARBITER_STARTS if s not in set(table.start)]
+    if missing:
+        raise ValueError(f"the table needs runs from both starts; missing {missing}")
+    best = (table.sort_values("train_loss").groupby(["d", "alpha", "seed"], as_index=False).first())
+    sign = np.where(best.theta.to_numpy(float) < 0, -1.0, 1.0)   # the risk is even in Q: theta >= 0
+    eps_g = [test_error_from_overlaps_rho(params, float(q), float(m), float(th), float(rho))
+             for q, m, th, rho in zip(best.q, sign * best.m, sign * best.theta, best.rho_hat)]
+    best = best.assign(excess=np.array(eps_g) - linear_baseline_error(params))
+    return _threshold("alpha_l", best, "excess", -1, n_boot, seed)

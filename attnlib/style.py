@@ -218,17 +218,22 @@ def table(df, formats: Mapping[str, str] | str | None = None, *, caption: str | 
           index: bool = True):
     """A pandas Styler in the house style: compact padding, numbers right-aligned, optional caption.
 
-    ``formats`` is a format string for every cell or a mapping column -> format string.
+    ``formats`` is a format string for every cell or a mapping column -> format string; missing values are
+    shown as a dash.
     """
-    sty = df.style
+    sty = df.style.format(na_rep="\u2014")   # a missing value shows as a dash, never "nan"
     if formats is not None:
-        sty = sty.format(formats)
+        sty = sty.format(formats, na_rep="\u2014")
     if not index:
         sty = sty.hide(axis="index")
     if caption:
         sty = sty.set_caption(caption)
     return sty.set_table_styles([
-        {"selector": "th, td", "props": "padding: 0.15em 0.7em; white-space: nowrap;"},
+        {"selector": "", "props": "font-size: 0.88em;"},
+        {"selector": "th, td", "props": "padding: 0.15em 0.4em;"},
+        {"selector": "th", "props": "white-space: normal; vertical-align: bottom;"},
+        {"selector": "td", "props": "white-space: nowrap;"},
+        {"selector": "caption", "props": "white-space: normal;"},
         {"selector": "td", "props": "text-align: right; font-variant-numeric: tabular-nums;"},
         {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: 600;"},
     ])

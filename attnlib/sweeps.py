@@ -19,6 +19,8 @@ Grid-independent, by pseudo-arclength continuation (:mod:`attnlib.continuation`,
 * :func:`linear_crossing_alpha` (``alpha_l``): where the test error of the global minimum (the branch of
   lowest ``eps_t``) falls below the linear baseline's ``eps_lin``.
 * :func:`branch_ends` and :func:`phase_diagram` (over ``omega``, in parallel through joblib).
+* :func:`semantic_takeover`: where the global minimum becomes semantic, also when ``alpha_c`` is undefined
+  (no positional branch, branches that do not coexist, one branch lower wherever both exist).
 
 Both thresholds raise :class:`ThresholdNotFound` with the reason when there is no transition in the range.
 """
@@ -44,7 +46,8 @@ from .state_evolution import Overlaps, SEResult, SESolver, solve_state_evolution
 
 __all__ = ["ThresholdNotFound", "follow_branch", "branch_curve", "alpha_sweep", "branch_curvature",
            "continuation_settings", "branch_trace", "branch_point", "energy_gap", "critical_alpha",
-           "linear_crossing_alpha", "branch_ends", "phase_diagram", "summarise_phase_diagram", "DEFAULT_ALPHA_GRID",
+           "linear_crossing_alpha", "branch_ends", "phase_diagram", "summarise_phase_diagram", "semantic_takeover",
+           "DEFAULT_ALPHA_GRID",
            "DEFAULT_RANGE",
            "SMOOTH_QUADRATURE", "TIE_SMOOTHING"]
 
@@ -594,3 +597,50 @@ def summarise_phase_diagram(df: pd.DataFrame) -> pd.DataFrame:
             row[f"{c}_n"] = int(counts.iloc[0])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: How :func:`semantic_takeover` found the switch of the global minimum to the semantic branch.
+TAKEOVER_KINDS = ("crossing", "semantic end", "positional end", "beyond range", "undetermined")
+
+
+def semantic_takeover(row) -> tuple[float, str]:
+    """Where the global minimum of the state evolution becomes the semantic branch, read off one row of a
+    :func:`phase_diagram` table (raw or summarised, with ``reason_alpha_c`` when ``alpha_c`` is missing).
+
+    The global minimum at ``alpha`` is the existing branch of lowest ``eps_t``, or the uninformed point where
+    neither exists. It becomes semantic
+
+    * at ``alpha_c`` where the two training losses cross (``"crossing"``);
+    * at the lower end of the semantic branch (``"semantic end"``) when there is no positional branch, when
+      the branches do not coexist, or when the semantic branch is lower wherever both exist: below that end
+      the global minimum is positional or uninformed, above it semantic;
+    * at the upper end of the positional branch (``"positional end"``, a fold or a vanishing) when the
+      positional branch is lower wherever both exist and ends inside the semantic branch's range: the global
+      minimum jumps when the positional minimum disappears.
+
+    Otherwise the switch lies beyond the range computed (``"beyond range"``: positional lower up to the top
+    of the range) or cannot be placed (``"undetermined"``: no semantic branch, or the positional branch was
+    lost by the continuation, so its end is unknown).
+
+    Returns
+    -------
+    (alpha, kind)
+        ``alpha`` is NaN for the last two kinds; ``kind`` is one of :data:`TAKEOVER_KINDS`.
+    """
+    get = row.get if isinstance(row, dict) else (lambda k, default=None: getattr(row, k, default))
+    ac = get("alpha_c")
+    if ac is not None and np.isfinite(ac):
+        return float(ac), "crossing"
+    sem = get("semantic_lower_alpha")
+    if sem is None or not np.isfinite(sem):
+        return math.nan, "undetermined"
+    reason = str(get("reason_alpha_c", "") or "")
+    pos_kind = str(get("positional_upper_kind", "") or "")
+    if ("positional branch does not exist" in reason or "do not coexist" in reason
+            or "semantic branch has the lower" in reason or pos_kind == "absent"):
+        return float(sem), "semantic end"
+    if "positional branch has the lower" in reason:
+        if pos_kind in ("fold", "vanishes"):
+            return float(get("positional_upper_alpha")), "positional end"
+        return math.nan, "beyond range" if pos_kind == "range" else "undetermined"
+    return math.nan, "undetermined"

@@ -44,13 +44,16 @@ _DEFINING = {"positional": "m", "semantic": "theta"}
 def theory_point(params: TaskParams, alpha: float, branch: str, solver=None, alpha_range=DEFAULT_RANGE,
                  use_cache: bool = True):
     """The fixed point of ``branch`` at ``alpha`` (from its continuation trace), or the agnostic point where the
-    branch does not exist there. Returns ``(SEResult, name of the fixed point used)``."""
+    branch does not exist there. Returns ``(SEResult, name of the fixed point used)``.
+
+    Inside the branch's range the point is Newton-solved from the trace (:func:`~attnlib.sweeps.branch_point`);
+    where Newton fails (near-ties of the proximal problem make the map rough at the edges) it is the
+    interpolation of the trace's own fixed points, returned with ``converged=False``, never the agnostic point
+    of another sector."""
     settings = continuation_settings(solver)
     trace = branch_trace(params, branch, _trace_range(*_range(alpha_range, None)), settings, use_cache)
     if trace is not None and trace.lower.alpha <= alpha <= trace.upper.alpha:
-        res = branch_point(trace, alpha, settings)
-        if res.converged:
-            return res, branch
+        return branch_point(trace, alpha, settings), branch
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return solve_state_evolution(params, alpha, "agnostic", solver=settings.solver), "agnostic"
@@ -77,6 +80,7 @@ def rs_validity(table: pd.DataFrame, solver=None, alpha_range=DEFAULT_RANGE, dia
     :func:`~attnlib.arbiter.arbiter_table`); see the module docstring.
 
     Columns: the task (``omega``, ``A11`` ...), ``alpha``, ``start``, ``fixed_point`` (the theory point used),
+    ``theory_converged`` (False where the point is the interpolation of the branch's trace),
     for ``loss`` (the relative training loss), ``overlap`` (the start's defining overlap) and ``q``: the
     theory value ``theory_*``, the finite-d ``d -> infinity`` extrapolation ``fd_*`` with error ``fd_*_err``,
     the difference ``diff_* = fd_* - theory_*`` and ``z_* = diff_*/fd_*_err``; the seed means at the largest
@@ -95,7 +99,8 @@ def rs_validity(table: pd.DataFrame, solver=None, alpha_range=DEFAULT_RANGE, dia
             theory = {"loss": res.train_loss - loss_zero_theory(params, float(alpha)),
                       "overlap": abs(getattr(res, name)), "q": res.q}
             row = dict(zip(keys, task_key), alpha=float(alpha), start=start, fixed_point=used,
-                       d_max=int(sub.d.max()), n_seeds=int(sub.seed.nunique()))
+                       theory_converged=bool(res.converged), d_max=int(sub.d.max()),
+                       n_seeds=int(sub.seed.nunique()))
             for k in ("loss", "overlap", "q"):
                 row[f"theory_{k}"] = theory[k]
                 row[f"fd_{k}"] = fd[k]["inf"]

@@ -90,3 +90,23 @@ def test_rows_reproduce(i, recomputed):
     row, new = row.iloc[0], recomputed[i]
     for k in NUMERIC:
         assert new[k] == pytest.approx(row[k], rel=1e-8, abs=1e-14), k
+
+
+def test_finite_d_linear_threshold_lands_near_the_theory():
+    """alpha_l from the finite-d global minimisers (lower training loss of the two starts, Gaussian-equivalent
+    test error of their overlaps) at omega = 0.3, extrapolated in 1/d, agrees with the state evolution's
+    alpha_l (book/data/phase_standard.csv) within three standard errors; a table of two tasks is refused."""
+    from attnlib.arbiter import finite_d_linear_alpha
+
+    arb = pd.read_csv(DATA / "arbiter_standard.csv")
+    phase = pd.read_csv(DATA / "phase_standard.csv")
+    sub = arb[np.isclose(arb.omega, 0.3)]
+    est = finite_d_linear_alpha(sub, n_boot=300)
+    theory = float(phase.loc[np.isclose(phase.omega, 0.3), "alpha_l"].iloc[0])
+    assert np.isfinite(est.value) and 0 < est.stderr < 0.1
+    assert abs(est.value - theory) < 3 * est.stderr, (est.value, est.stderr, theory)
+    assert (est.per_d.value.between(1.3, 1.7)).all()
+    with pytest.raises(ValueError, match="one task"):
+        finite_d_linear_alpha(arb[np.isclose(arb.omega, 0.3) | np.isclose(arb.omega, 0.0)])
+    with pytest.raises(ValueError, match="both starts"):
+        finite_d_linear_alpha(sub[sub.start == "semantic"])

@@ -186,3 +186,25 @@ def test_recompute_alpha_c_at_the_reference_point():
     row = runs[np.isclose(runs.omega, 0.3) & (runs.scrambling == 0)].iloc[0]
     a_c = attnlib.critical_alpha(STANDARD, use_cache=False)
     assert a_c == pytest.approx(row.alpha_c, abs=2e-3)
+
+
+def test_semantic_takeover_in_the_slices():
+    """Where the global minimum turns semantic: at alpha_c when it exists, else at a branch end that the table
+    itself records, never below the end of the semantic branch."""
+    from attnlib.sweeps import TAKEOVER_KINDS, semantic_takeover
+
+    sl = load("phase_slices.csv")
+    for r in sl.itertuples():
+        a, kind = semantic_takeover(r)
+        assert kind in TAKEOVER_KINDS
+        if np.isfinite(r.alpha_c):
+            assert (a, kind) == (r.alpha_c, "crossing")
+        elif kind == "semantic end":
+            assert a == r.semantic_lower_alpha
+        elif kind == "positional end":
+            assert a == r.positional_upper_alpha and r.positional_upper_kind in ("fold", "vanishes")
+        if np.isfinite(a):
+            assert a >= r.semantic_lower_alpha - 1e-9
+    kinds = [semantic_takeover(r)[1] for r in sl.itertuples()]
+    assert "undetermined" not in kinds
+    assert all(semantic_takeover(r)[1] == "crossing" for r in load("phase_standard.csv").itertuples())

@@ -117,3 +117,30 @@ def test_branch_following_stays_on_the_positional_branch():
     plain = solve_state_evolution(p, float(last.alpha), "positional", start=Overlaps(*df.iloc[-2][["q", "m", "V", "theta"]]),
                                   solver=replace(SESolver(), anderson=0, max_iter=2000))
     assert plain.converged and abs(plain.m - last.m) < 1e-3
+
+
+def test_semantic_takeover_kinds():
+    """Every way the global minimum can turn semantic, on made-up phase-table rows."""
+    from attnlib.sweeps import semantic_takeover
+
+    nan = float("nan")
+    base = {"alpha_c": nan, "semantic_lower_alpha": 0.6, "positional_upper_alpha": 1.5,
+            "positional_upper_kind": "fold", "reason_alpha_c": ""}
+
+    def row(**kw):
+        return {**base, **kw}
+
+    assert semantic_takeover(row(alpha_c=1.2)) == (1.2, "crossing")
+    assert semantic_takeover(row(reason_alpha_c="the positional branch does not exist on [0.2, 6]",
+                                 positional_upper_kind="absent")) == (0.6, "semantic end")
+    assert semantic_takeover(row(reason_alpha_c="the branches do not coexist on [0.2, 6]")) == (0.6, "semantic end")
+    assert semantic_takeover(row(reason_alpha_c="the semantic branch has the lower training loss wherever both "
+                                 "exist")) == (0.6, "semantic end")
+    lower = "the positional branch has the lower training loss wherever both exist"
+    assert semantic_takeover(row(reason_alpha_c=lower)) == (1.5, "positional end")
+    a, kind = semantic_takeover(row(reason_alpha_c=lower, positional_upper_kind="range"))
+    assert math.isnan(a) and kind == "beyond range"
+    a, kind = semantic_takeover(row(reason_alpha_c=lower, positional_upper_kind="lost"))
+    assert math.isnan(a) and kind == "undetermined"
+    a, kind = semantic_takeover(row(semantic_lower_alpha=nan))
+    assert math.isnan(a) and kind == "undetermined"
