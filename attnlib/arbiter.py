@@ -39,12 +39,14 @@ from .attention import teacher_diagonal
 from .data import check_int, make_task, seed_streams
 from .parallel import run_jobs
 from .params import TaskParams, check_alpha, check_positive
+from .generalisation import linear_baseline_error
 from .quadrature import Quadrature
-from .simulation import ERMObjective, initial_Q, minimize_lbfgs, n_samples, overlaps
+from .simulation import ERMObjective, initial_Q, minimize_lbfgs, n_samples, overlaps, test_error_from_overlaps_rho
 
 __all__ = ["ARBITER_STARTS", "DEFAULT_DS", "DEFAULT_SEEDS", "finite_d_minimum", "arbiter_table",
            "loss_zero_theory", "FiniteDThreshold", "crossing_alpha", "extrapolate_inverse_d",
-           "finite_d_critical_alpha", "finite_d_theta_loss_alpha", "finite_d_linear_alpha"]
+           "finite_d_critical_alpha", "finite_d_theta_loss_alpha", "finite_d_linear_alpha", "TASK_COLUMNS",
+           "task_params"]
 
 #: The two named starts compared by the arbiter.
 ARBITER_STARTS = ("semantic", "positional")
@@ -267,12 +269,31 @@ def _threshold(name: str, table: pd.DataFrame, column, direction: int, n_boot: i
                             found=bool(np.isfinite(per_d.value).all()))
 
 
+#: The columns of an :func:`arbiter_table` that name its task.
+TASK_COLUMNS = ("sigma", "lam", "omega", "A11", "A12", "A21", "A22")
+
+
+def task_params(table: pd.DataFrame) -> TaskParams:
+    """The :class:`TaskParams` of an :func:`arbiter_table` (or of any table with :data:`TASK_COLUMNS`) that
+    holds one task; ``ValueError`` if it holds several."""
+    tasks = table[list(TASK_COLUMNS)].drop_duplicates()
+    if len(tasks) != 1:
+        raise ValueError(f"table must hold one task (one sigma, lam, omega, A); it holds {len(tasks)}")
+    r = tasks.iloc[0]
+    return TaskParams(sigma=float(r.sigma), lam=float(r.lam), omega=float(r.omega),
+                      A=((float(r.A11), float(r.A12)), (float(r.A21), float(r.A22))))
+
+
+def _check_both_starts(starts) -> None:
+    missing = [s for s in ARBITER_STARTS if s not in set(starts)]
+    if missing:
+        raise ValueError(f"the table needs runs from both starts; missing {missing}")
+
+
 def _paired_gap(table: pd.DataFrame) -> pd.DataFrame:
     """``eps_t(semantic start) - eps_t(positional start)`` per ``(d, alpha, seed)`` (same data)."""
     piv = table.pivot_table(index=["d", "alpha", "seed"], columns="start", values="train_loss")
-    missing = [s for s in ARBITER_STARTS if s not in piv.columns]
-    if missing:
-        raise ValueError(f"the table needs runs from both starts; missing {missing}")
+    _check_both_starts(piv.columns)
     return (piv["semantic"] - piv["positional"]).rename("gap").reset_index()
 
 
@@ -313,20 +334,9 @@ def finite_d_linear_alpha(table: pd.DataFrame, n_boot: int = 2000, seed: int = 0
     ValueError
         If the table holds more than one task or lacks runs from both starts.
     """
-    from .generalisation import linear_baseline_error
-    from .simulation import test_error_from_overlaps_rho
-
     check_int("n_boot", n_boot, 2)
-    keys = ["sigma", "lam", "omega", "A11", "A12", "A21", "A22"]
-    tasks = table[keys].drop_duplicates()
-    if len(tasks) != 1:
-        raise ValueError(f"table must hold one task (one sigma, lam, omega, A); it holds {len(tasks)}")
-    r = tasks.iloc[0]
-    params = TaskParams(sigma=float(r.sigma), lam=float(r.lam), omega=float(r.omega),
-                        A=((float(r.A11), float(r.A12)), (float(r.A21), float(r.A22))))
-    missing = [s for s in ARBITER_STARTS if s not in set(table.start)]
-    if missing:
-        raise ValueError(f"the table needs runs from both starts; missing {missing}")
+    params = task_params(table)
+    _check_both_starts(table.start)
     best = (table.sort_values("train_loss").groupby(["d", "alpha", "seed"], as_index=False).first())
     sign = np.where(best.theta.to_numpy(float) < 0, -1.0, 1.0)   # the risk is even in Q: theta >= 0
     eps_g = [test_error_from_overlaps_rho(params, float(q), float(m), float(th), float(rho))

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -521,11 +521,9 @@ def _skip(fmap: "FixedPointMap", z: np.ndarray, tau: np.ndarray, k: int, setting
     not stop, as long as the fixed point attracts it). Returns ``(z, tau, J)`` at the new point if it is a
     point of the same branch (every coordinate within ``max_skip_jump`` of the last point's, the defining
     overlap above ``floor``), else None."""
-    from dataclasses import replace as _replace
-
     t_new = z[k] + math.copysign(settings.skip_step, tau[k] if tau[k] != 0 else 1.0)
     x0 = fmap.to_x(z[:k])
-    plain = _replace(fmap.solver, anderson=0, max_iter=max(fmap.solver.max_iter, 300))
+    plain = replace(fmap.solver, anderson=0, max_iter=max(fmap.solver.max_iter, 300))
     candidates = (
         lambda: newton_fixed_point(fmap.params, math.exp(t_new), fmap.branch, x0, settings, fmap),
         lambda: solve_state_evolution(fmap.params, math.exp(t_new), fmap.branch, start=x0, solver=plain),

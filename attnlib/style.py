@@ -232,8 +232,6 @@ def table(df, formats: Mapping[str, str] | str | None = None, *, caption: str | 
         {"selector": "", "props": "font-size: 0.88em;"},
         {"selector": "th, td", "props": "padding: 0.15em 0.4em;"},
         {"selector": "th", "props": "white-space: normal; vertical-align: bottom;"},
-        {"selector": "td", "props": "white-space: nowrap;"},
-        {"selector": "caption", "props": "white-space: normal;"},
-        {"selector": "td", "props": "text-align: right; font-variant-numeric: tabular-nums;"},
-        {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: 600;"},
+        {"selector": "td", "props": "white-space: nowrap; text-align: right; font-variant-numeric: tabular-nums;"},
+        {"selector": "caption", "props": "white-space: normal; caption-side: top; text-align: left; font-weight: 600;"},
     ])

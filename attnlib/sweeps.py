@@ -357,6 +357,12 @@ def _root(f, lo: float, hi: float, xtol: float) -> float:
     return float(brentq(f, lo, hi, xtol=xtol))
 
 
+#: Why :func:`critical_alpha` found no transition (the start of its reason; :func:`semantic_takeover` reads them).
+REASON_ABSENT = "the {branch} branch does not exist on"
+REASON_APART = "the branches do not coexist on"
+REASON_LOWER = "the {branch} branch has the lower training loss wherever both exist"
+
+
 def critical_alpha(params: TaskParams, solver=None, alphas=None, xtol: float = 1e-4, use_cache: bool = True,
                    alpha_range=DEFAULT_RANGE) -> float:
     """``alpha_c``: where the semantic and positional training losses are equal (spec section 3).
@@ -381,11 +387,11 @@ def critical_alpha(params: TaskParams, solver=None, alphas=None, xtol: float = 1
         pos = branch_trace(params, "positional", _trace_range(lo, hi), settings, use_cache)
         if sem is None or pos is None:
             missing = "semantic" if sem is None else "positional"
-            return {"value": None, "reason": f"the {missing} branch does not exist on [{lo:g}, {hi:g}]"}
+            return {"value": None, "reason": f"{REASON_ABSENT.format(branch=missing)} [{lo:g}, {hi:g}]"}
         c_lo, c_hi = _coexistence(sem, pos)
         c_lo, c_hi = max(c_lo, lo), min(c_hi, hi)
         if not c_lo < c_hi:
-            return {"value": None, "reason": f"the branches do not coexist on [{lo:g}, {hi:g}] (semantic on "
+            return {"value": None, "reason": f"{REASON_APART} [{lo:g}, {hi:g}] (semantic on "
                     f"[{sem.lower.alpha:.4g}, {sem.upper.alpha:.4g}], positional on [{pos.lower.alpha:.4g}, "
                     f"{pos.upper.alpha:.4g}])"}
         grid = np.unique(np.concatenate([sem.stable.alpha, pos.stable.alpha]))
@@ -394,8 +400,8 @@ def critical_alpha(params: TaskParams, solver=None, alphas=None, xtol: float = 1
         br = _bracket(grid, gap)
         if br is None:
             lower = "semantic" if gap.max() < 0 else "positional" if gap.min() > 0 else "neither"
-            return {"value": None, "reason": f"the {lower} branch has the lower training loss wherever both exist "
-                    f"([{c_lo:.4g}, {c_hi:.4g}]); no transition on [{lo:g}, {hi:g}]"}
+            return {"value": None, "reason": f"{REASON_LOWER.format(branch=lower)} ([{c_lo:.4g}, {c_hi:.4g}]); "
+                    f"no transition on [{lo:g}, {hi:g}]"}
         fmaps = {b: FixedPointMap(params, b, settings.solver) for b in ("semantic", "positional")}
 
         def f(a):
@@ -636,10 +642,10 @@ def semantic_takeover(row) -> tuple[float, str]:
         return math.nan, "undetermined"
     reason = str(get("reason_alpha_c", "") or "")
     pos_kind = str(get("positional_upper_kind", "") or "")
-    if ("positional branch does not exist" in reason or "do not coexist" in reason
-            or "semantic branch has the lower" in reason or pos_kind == "absent"):
+    if (REASON_ABSENT.format(branch="positional") in reason or REASON_APART in reason
+            or REASON_LOWER.format(branch="semantic") in reason or pos_kind == "absent"):
         return float(sem), "semantic end"
-    if "positional branch has the lower" in reason:
+    if REASON_LOWER.format(branch="positional") in reason:
         if pos_kind in ("fold", "vanishes"):
             return float(get("positional_upper_alpha")), "positional end"
         return math.nan, "beyond range" if pos_kind == "range" else "undetermined"

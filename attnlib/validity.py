@@ -25,14 +25,14 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .arbiter import extrapolate_inverse_d, loss_zero_theory
-from .quadrature import Quadrature
+from .arbiter import TASK_COLUMNS, extrapolate_inverse_d, loss_zero_theory, task_params
+from .continuation import Continuation, newton_fixed_point
 from .exceptions import ConvergenceWarning
 from .params import TaskParams
-from .stability import rs_diagnostics
-from .state_evolution import solve_state_evolution
-from .continuation import newton_fixed_point
-from .state_evolution import Overlaps
+from .proximal import minimise_locally, prox_objective
+from .quadrature import Quadrature
+from .stability import proximal_nodes, rs_diagnostics
+from .state_evolution import Overlaps, SESolver, solve_state_evolution
 from .sweeps import DEFAULT_RANGE, _range, _trace_range, branch_point, branch_trace, continuation_settings
 
 __all__ = ["theory_point", "rs_validity", "rs_breakdown", "fixed_point_near", "SOLVER_CHECK_RULES", "solver_checks",
@@ -59,12 +59,6 @@ def theory_point(params: TaskParams, alpha: float, branch: str, solver=None, alp
         return solve_state_evolution(params, alpha, "agnostic", solver=settings.solver), "agnostic"
 
 
-def _params_of(sub: pd.DataFrame) -> TaskParams:
-    r = sub.iloc[0]
-    return TaskParams(sigma=float(r.sigma), lam=float(r.lam), omega=float(r.omega),
-                      A=((float(r.A11), float(r.A12)), (float(r.A21), float(r.A22))))
-
-
 def _extrapolated(sub: pd.DataFrame, values: pd.Series) -> dict:
     g = values.groupby(sub.d)
     ds = np.array(sorted(g.groups))
@@ -86,10 +80,10 @@ def rs_validity(table: pd.DataFrame, solver=None, alpha_range=DEFAULT_RANGE, dia
     the difference ``diff_* = fd_* - theory_*`` and ``z_* = diff_*/fd_*_err``; the seed means at the largest
     ``d`` (``fd_*_dmax``); ``replicon`` and ``tie_density`` of the fixed point (with ``diagnostics``).
     """
-    keys = ["sigma", "lam", "omega", "A11", "A12", "A21", "A22"]
+    keys = list(TASK_COLUMNS)
     rows = []
     for task_key, task in table.groupby(keys):
-        params = _params_of(task)
+        params = task_params(task)
         for (alpha, start), sub in task.groupby(["alpha", "start"]):
             res, used = theory_point(params, float(alpha), start, solver, alpha_range, use_cache)
             name = _DEFINING[start]
@@ -119,7 +113,7 @@ def rs_breakdown(validity: pd.DataFrame, quantity: str = "loss", z_max: float = 
     """Per task and start: the largest ``alpha`` at which theory and extrapolated finite d disagree (``|z| >
     z_max`` and the difference above ``rel_tol`` of the theory value), and the smallest ``alpha`` above it
     from which they agree at every grid point (NaN if they agree everywhere / nowhere)."""
-    keys = ["sigma", "lam", "omega", "A11", "A12", "A21", "A22", "start"]
+    keys = [*TASK_COLUMNS, "start"]
     rows = []
     for key, sub in validity.groupby(keys):
         sub = sub.sort_values("alpha")
@@ -171,11 +165,6 @@ def solver_checks(params: TaskParams, alpha: float, branch: str, start: Overlaps
 
     Used where theory and finite d part, to separate what the theory determines (what agrees between rules)
     from what the numerics decide."""
-    from dataclasses import replace as _replace
-
-    from .continuation import Continuation
-    from .state_evolution import SESolver
-
     zero = loss_zero_theory(params, alpha)
     rows = []
     with warnings.catch_warnings():
@@ -199,8 +188,6 @@ def pinned_profile(params: TaskParams, alpha: float, branch: str, values, start:
     ``fix_m`` / ``fix_theta``): the constrained fixed point for each value, one row per value with ``q``, ``V``,
     ``train_loss``, ``rel_loss`` (relative to ``Q = 0``) and ``converged``. A profile that is flat over a range
     of values says that the theory's training loss hardly distinguishes them."""
-    from .state_evolution import SESolver
-
     solver = solver or SESolver()
     if branch not in _DEFINING:
         raise ValueError(f"branch must be one of {tuple(_DEFINING)}, got {branch!r}")
@@ -226,9 +213,6 @@ def prox_coverage(result, quadrature: Quadrature | None = None, points: int = 16
     best grid point) and compared. Returns ``{"nodes", "max_deficit", "share_worse"}``: the largest amount by
     which the search's minimum lies above the brute-force one, and the share of nodes where it does by more
     than ``1e-9``."""
-    from .proximal import minimise_locally, prox_objective
-    from .stability import proximal_nodes
-
     quadrature = quadrature or Quadrature("sobol-sym", 10)
     w, c, t, prox = proximal_nodes(result, quadrature)
     V, s = result.V, result.params.sigma

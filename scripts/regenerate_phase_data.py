@@ -41,10 +41,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlib import ALTERNATIVE_A, TaskParams
+from attnlib import ALTERNATIVE_A, Overlaps, TaskParams, solve_state_evolution
 from attnlib.cache import provenance
 from attnlib.sweeps import SMOOTH_QUADRATURE, TIE_SMOOTHING, branch_trace, phase_diagram, summarise_phase_diagram
-from attnlib import Overlaps, solve_state_evolution
 from attnlib.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
 
 ROOT = Path(__file__).resolve().parents[1]
