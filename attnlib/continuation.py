@@ -50,13 +50,14 @@ import pandas as pd
 
 from .exceptions import ConvergenceWarning
 from .generalisation import test_error_from_overlaps
-from .params import TaskParams, check_alpha, check_finite_scalar
+from .params import TaskParams, check_alpha, check_finite_scalar, check_positive
 from .state_evolution import (BRANCHES, Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy,
                               _hold, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
                               solve_state_evolution, symmetry_generators)
 
 __all__ = ["FREE_OVERLAPS", "VANISH_FLOOR", "END_KINDS", "Continuation", "BranchEnd", "BranchTrace",
-           "FixedPointMap", "newton_fixed_point", "continue_branch", "trace_branch", "defining_overlap"]
+           "FixedPointMap", "newton_fixed_point", "continue_branch", "trace_branch", "defining_overlap",
+           "jacobian_determinant"]
 
 #: The overlaps that each branch leaves free (the others are held at zero).
 FREE_OVERLAPS = {"semantic": ("q", "V", "theta"), "positional": ("q", "m", "V"), "agnostic": ("q", "V"),
@@ -254,6 +255,39 @@ class FixedPointMap:
                         residual=residual, seconds=seconds)
 
 
+def jacobian_determinant(fmap: FixedPointMap, overlaps: Overlaps, alpha: float,
+                         fd_step: float = 1e-4) -> tuple[float, float]:
+    """``det r_u`` at a point of a branch, with its numerical noise.
+
+    The determinant of the residual's Jacobian in the free overlaps (module docstring) changes sign at a
+    fold, so near one it is small and its sign means something only where it stands above the error of its
+    forward-difference estimate. That error (truncation, and the map's roughness at the scale of the step) is
+    measured as the largest change of the determinant when the step is halved or doubled.
+
+    Parameters
+    ----------
+    fmap : FixedPointMap
+        The branch's map (its solver fixes the quadrature and the smoothing).
+    overlaps : Overlaps
+        The point (a fixed point of the branch, or near one).
+    alpha : float
+        Its sample complexity.
+    fd_step : float
+        The finite-difference step ``h`` (the continuation's :attr:`Continuation.fd_step`).
+
+    Returns
+    -------
+    det, noise : float
+        The determinant at step ``h`` and ``max |det(h') - det(h)|`` over ``h' = h/2, 2h``.
+    """
+    fd_step = check_positive("fd_step", fd_step)
+    u, t = fmap.to_u(overlaps), math.log(check_alpha(alpha))
+    r0 = fmap.residual(u, t)
+    k = len(u)
+    dets = [float(np.linalg.det(fmap.jacobian(u, t, r0, h)[:, :k])) for h in (fd_step, fd_step / 2, 2 * fd_step)]
+    return dets[0], max(abs(d - dets[0]) for d in dets[1:])
+
+
 def _null_vector(J: np.ndarray, previous: np.ndarray | None) -> np.ndarray:
     """Unit null vector of the ``k x (k+1)`` matrix ``J``, oriented along ``previous`` (if given)."""
     _, _, vt = np.linalg.svd(J)
@@ -373,7 +407,8 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
     points : list of dict
         One row per accepted point (the start excluded): the :class:`SEResult` row plus ``s`` (arclength),
         ``dlogalpha_ds`` (the tangent's alpha component), ``det_ru`` (determinant of ``r_u``, from a fresh
-        finite-difference Jacobian or its Broyden update),
+        finite-difference Jacobian or its Broyden update; always a fresh one from a turn in alpha on),
+        ``det_fresh`` (which of the two),
         ``newton_iter`` and ``partner`` (True past a fold).
     end : BranchEnd
     """
@@ -422,7 +457,8 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
                 res_j = fmap.result(z_j[:k], z_j[k], float(np.max(np.abs(r_j))), True, 0)
                 s += float(np.linalg.norm(z_j - z))
                 points.append({**res_j.as_row(), "s": s, "dlogalpha_ds": float(jumped[1][k]),
-                               "det_ru": float(np.linalg.det(jumped[2][:, :k])), "newton_iter": 0,
+                               "det_ru": float(np.linalg.det(jumped[2][:, :k])), "det_fresh": True,
+                               "newton_iter": 0,
                                "partner": folded})
                 history.append((z_j.copy(), jumped[1].copy(), res_j))
                 history = history[-3:]
@@ -447,7 +483,6 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
         J_fresh = J_new
         s += ds
         res = fmap.result(z_new[:k], z_new[k], float(np.max(np.abs(r))), True, n_newton)
-        det = float(np.linalg.det(J_fresh[:, :k]))
         alpha_new = res.alpha
         # a turn in alpha: the points move against the current heading in alpha (one criterion only, so that
         # one turn is counted once; the tangent changes sign within a step of the secant)
@@ -455,7 +490,16 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
         turned = abs(moved) > 1e-7 and moved * heading < 0
         if turned:
             heading = -heading
-        row = {**res.as_row(), "s": s, "dlogalpha_ds": float(tau_new[k]), "det_ru": det,
+        det_fresh = since_fresh == 0
+        if det_fresh or not (turned or folded):
+            det = float(np.linalg.det(J_fresh[:, :k]))
+        else:
+            # from a turn on, the determinant's sign is the verdict on the fold: take it from a fresh
+            # finite-difference Jacobian (a Broyden update carries the rounding of its whole history, and near
+            # the fold its determinant is at the level of that noise); the path keeps the Broyden matrix
+            det = float(np.linalg.det(fmap.jacobian(z_new[:k], z_new[k], r, settings.fd_step)[:, :k]))
+            det_fresh = True
+        row = {**res.as_row(), "s": s, "dlogalpha_ds": float(tau_new[k]), "det_ru": det, "det_fresh": det_fresh,
                "newton_iter": n_newton, "partner": folded}
         # --- ends
         if branch in ("semantic", "positional"):
@@ -672,7 +716,7 @@ def trace_branch(params: TaskParams, branch: str, alpha0: float, alpha_range: tu
                          f"defining overlap is {defining_overlap(branch, first):.2e}; start where it exists")
     down, lower = continue_branch(params, branch, first, -1, (lo, hi), settings, fmap, past_fold)
     up, upper = continue_branch(params, branch, first, +1, (lo, hi), settings, fmap, past_fold)
-    first_row = {**first.as_row(), "s": 0.0, "dlogalpha_ds": math.nan, "det_ru": math.nan,
+    first_row = {**first.as_row(), "s": 0.0, "dlogalpha_ds": math.nan, "det_ru": math.nan, "det_fresh": False,
                  "newton_iter": first.n_iter, "partner": False}
     rows = [dict(r, s=-r["s"]) for r in reversed(down)] + [first_row] + up
     table = pd.DataFrame(rows)

@@ -22,8 +22,10 @@ Numerics: JAX on CPU in float32 (JAX's default; ``jax_enable_x64`` is not touche
 ``jax.grad``, optimisers from optax. One epoch is one ``jax.lax.scan`` over its mini-batches inside one
 jit-compiled function. Importing this module, before JAX is first imported, sets ``JAX_PLATFORMS=cpu``
 (silences the accelerator probe) and XLA flags for a single-threaded CPU runtime
-(:data:`XLA_DETERMINISTIC_FLAGS`), so that a seed gives bit-identical results run after run on one machine
-(on a different CPU the last bits may differ: XLA compiles for the host's instruction set).
+(:data:`XLA_DETERMINISTIC_FLAGS`), so that a seed gives bit-identical results run after run on one machine.
+On a different CPU the sums round differently (XLA compiles for the host's instruction set) and, training
+being chaotic, a run departs from the one made elsewhere after a few hundred steps: compare it with the
+spread over seeds (:func:`compare_with_seeds`), not bit for bit.
 ``attnlib/__init__.py`` does not import this module: the rest of the library does not need JAX.
 
 Randomness: the data come from ``numpy.random.default_rng(task.seed)``; initialisation, the epoch shuffles
@@ -65,7 +67,7 @@ __all__ = [
     "variant_masks", "init_params", "forward", "loss_and_accuracy", "evaluate", "accuracy_by_count", "train",
     "unrestrict",
     "relative_distance", "attention_maps", "attention_statistics", "histogram_experiment",
-    "params_to_lists", "params_from_lists",
+    "params_to_lists", "params_from_lists", "CURVE_COLUMNS", "EPOCH0_RTOL", "compare_with_seeds",
 ]
 
 #: the three architectures: query/key input restricted to the token half, to the position half, or not
@@ -551,3 +553,84 @@ def histogram_experiment(variant: str, seed: int, *, task: HistogramTask | None 
                   use_cache=use_cache, variant=variant, seed=seed, task=task, shape=shape, config=config,
                   retrain=retrain, perturbation=perturbation, n_probe=n_probe, examples=examples,
                   jax_version=jax.__version__, optax_version=optax.__version__)
+
+
+# ------------------------------------------------------------------------------ replaying a training run
+#: columns of a training curve compared by :func:`compare_with_seeds`, each on the scale where the seeds'
+#: spread is roughly Gaussian: losses and error rates (``1 - accuracy``) on a logarithmic scale
+CURVE_COLUMNS = ("train_loss", "val_loss", "batch_loss", "train_acc", "val_acc")
+
+#: relative agreement of the untrained model's losses and accuracies (epoch 0: one float32 forward pass
+#: over the data set, whose sums another CPU rounds differently by a few float32 ulps times sqrt(n))
+EPOCH0_RTOL = 1e-4
+
+
+def _curve_scale(column: str, values) -> np.ndarray:
+    v = np.asarray(values, dtype=float)
+    return np.log(1.0 - v) if column.endswith("_acc") else np.log(v)
+
+
+def compare_with_seeds(live, stored, seed: int = 0, level: float = 0.999, columns=CURVE_COLUMNS):
+    """Compare a recomputed (live) training curve with the committed curves of every seed, statistically.
+
+    A training run is chaotic: on a machine whose CPU differs from the one that made the committed data (XLA
+    compiles for the host's instruction set, so float32 sums round differently), the same seed's trajectory
+    departs from the committed one after a few hundred Adam steps and is then one more draw from the seeds'
+    distribution. The live run of ``seed`` therefore agrees with the committed one
+
+    * at epoch 0 (no step taken) to :data:`EPOCH0_RTOL` relative, and
+    * at every later epoch within the two-sided ``level`` prediction interval of one new draw from the
+      committed seeds at that epoch: ``|y_live - mean| <= t_{(1+level)/2, n-1} s sqrt(1 + 1/n)``, with mean
+      and sample standard deviation ``s`` of ``y`` over the ``n`` committed seeds, ``y`` being the log of a
+      loss or of an error rate ``1 - accuracy``.
+
+    On the machine that made the data the live run is bit-identical (``rel_diff == 0``).
+
+    Parameters
+    ----------
+    live, stored : pandas.DataFrame
+        Curves with columns ``variant``, ``epoch``, ``seed`` (``stored`` only) and ``columns``, one phase
+        (for example ``phase == "restricted"``); ``live`` holds the recomputed run of ``seed``.
+    seed : int
+        The seed of the live run.
+    level : float
+        Coverage of the prediction interval, in (0, 1).
+    columns : sequence of str
+        Curve columns to compare.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per variant, epoch and column: ``live``, ``stored`` (the committed run of ``seed``),
+        ``rel_diff`` (``|live / stored - 1|``), ``n_seeds``, ``z`` (``(y_live - mean) / s``, NaN at epoch 0),
+        ``z_max`` (the interval's half-width in units of ``s``) and ``ok``.
+    """
+    import pandas as pd
+    from scipy import stats
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    rows = []
+    for (variant, epoch), lv in live.groupby(["variant", "epoch"]):
+        ref = stored[(stored.variant == variant) & (stored.epoch == epoch)]
+        mine = ref[ref.seed == seed]
+        if len(mine) != 1 or len(ref) < 3:
+            raise ValueError(f"stored curves need seed {seed} and at least 3 seeds at {variant!r}, epoch {epoch}")
+        n = len(ref)
+        z_max = float(stats.t.ppf(0.5 + level / 2, n - 1) * math.sqrt(1 + 1 / n))
+        for col in columns:
+            x, x0 = float(lv[col].iloc[0]), float(mine[col].iloc[0])
+            if not (np.isfinite(x) and np.isfinite(x0)):
+                if epoch == 0 and col == "batch_loss":  # no batch before the first step
+                    continue
+                raise ValueError(f"{col} is not finite at {variant!r}, epoch {epoch}")
+            rel = abs(x / x0 - 1)
+            if epoch == 0:
+                z, ok = math.nan, rel <= EPOCH0_RTOL
+            else:
+                y = _curve_scale(col, ref[col])
+                z = float((_curve_scale(col, [x])[0] - y.mean()) / y.std(ddof=1))
+                ok = abs(z) <= z_max
+            rows.append({"variant": variant, "epoch": int(epoch), "column": col, "live": x, "stored": x0,
+                         "rel_diff": rel, "n_seeds": n, "z": z, "z_max": z_max, "ok": bool(ok)})
+    return pd.DataFrame(rows)

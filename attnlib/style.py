@@ -29,7 +29,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 __all__ = ["PAGE_WIDTH", "ONE_PANEL_WIDTH", "DPI", "COLOURS", "ATTENTION_CMAP", "RC", "use", "figsize",
-           "panel_letters", "plain_log_axis", "attention_mosaic", "table"]
+           "panel_letters", "plain_log_axis", "attention_mosaic", "table", "prose_number"]
 
 #: Width in inches of a figure that fills the cell-output column at :data:`DPI`: 670 px. (In a 1280 px
 #: window the article is 752 px wide and a notebook output 672 px; a wider figure is scaled down.)
@@ -235,3 +235,21 @@ def table(df, formats: Mapping[str, str] | str | None = None, *, caption: str | 
         {"selector": "td", "props": "white-space: nowrap; text-align: right; font-variant-numeric: tabular-nums;"},
         {"selector": "caption", "props": "white-space: normal; caption-side: top; text-align: left; font-weight: 600;"},
     ])
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def prose_number(x: float, digits: int = 2) -> str:
+    """``x`` for running text: a plain decimal with ``digits`` significant digits where that reads well
+    (``0.53``, ``12``), else ``m × 10ᵏ`` with a Unicode superscript (``3.1 × 10⁻⁷``), never e-notation."""
+    x = float(x)
+    if x == 0 or not np.isfinite(x):
+        return f"{x:g}"
+    k = int(np.floor(np.log10(abs(x))))
+    if -3 <= k < 6:
+        return f"{x:.{max(digits - 1 - k, 0)}f}"
+    mant = f"{x / 10.0 ** k:.{digits - 1}f}"
+    if mant.lstrip("-") == "10" or mant.lstrip("-").startswith("10."):
+        mant, k = f"{x / 10.0 ** (k + 1):.{digits - 1}f}", k + 1
+    return f"{mant} \u00d7 10{str(k).translate(_SUPERSCRIPT)}"

@@ -81,3 +81,18 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield b
         b.close()
+
+
+def pytest_report_header(config):
+    """The machine properties that the replay tests' rounding depends on (tests/replay.py)."""
+    import importlib.util
+    import platform
+
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("blas_kernel", _ROOT / "scripts" / "blas_kernel.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return (f"replay rounding: OpenBLAS kernel {mod.active_kernel() or 'unknown'} "
+            f"(OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}), {platform.machine()}, "
+            f"numpy {np.__version__}")

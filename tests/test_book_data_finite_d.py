@@ -1,6 +1,6 @@
 """The finite-d tables of book chapter 7 (book/data/finite_d_*.csv, scripts/regenerate_finite_d_data.py):
 schema, sidecar metadata, no NaN, and a few rows recomputed with attnlib (same seeds, one BLAS thread, as
-the script runs them) matching the stored values."""
+the script runs them) matching the stored values at the precision of the minimiser's stopping rule (tests/replay.py)."""
 import importlib.util
 import json
 from pathlib import Path
@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from one_thread import run_one_thread
+from replay import mismatches
 
 import attnlib
 
@@ -83,6 +84,7 @@ def recomputed():
     return run_one_thread(RECOMPUTE, str(ROOT / "scripts" / "regenerate_finite_d_data.py"), json.dumps(POINTS))
 
 
+@pytest.mark.replay
 @pytest.mark.parametrize("i", range(len(POINTS)), ids=[f"{p[0]}-a{p[1]}-d{p[2]}-{p[3]}-s{p[4]}" for p in POINTS])
 def test_rows_reproduce(i, recomputed):
     name, alpha, d, start, seed, method = POINTS[i]
@@ -92,6 +94,7 @@ def test_rows_reproduce(i, recomputed):
     assert len(row) == 1
     row = row.iloc[0]
     new = recomputed[i]
-    for k in NUMERIC:
-        assert new[k] == pytest.approx(row[k], rel=1e-8, abs=1e-14), k
+    # the same minimum to the precision of L-BFGS's stopping rule, not bit for bit (tolerances and what they
+    # depend on: tests/replay.py); the gradient norm and the iteration count belong to the path
+    assert not mismatches(new, row, NUMERIC), mismatches(new, row, NUMERIC)
     assert bool(new["converged"]) == bool(row["converged"])

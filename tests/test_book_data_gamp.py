@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from one_thread import run_one_thread
+from replay import PATH, tolerance
 
 import attnlib
 
@@ -103,6 +104,7 @@ def recomputed():
     return [pd.DataFrame(json.loads(part)) for part in parts]
 
 
+@pytest.mark.replay
 @pytest.mark.parametrize("i", range(len(POINTS)), ids=["-".join(map(str, p)) for p in POINTS])
 def test_rows_reproduce(i, recomputed):
     name, start, d, seed = POINTS[i]
@@ -110,10 +112,25 @@ def test_rows_reproduce(i, recomputed):
     stored = df[(df.start == start) & (df.d == d) & (df.seed == seed)].reset_index(drop=True)
     new = recomputed[i]
     assert len(stored) == len(new) > 0
+    # Tolerances. The L-BFGS columns (suffix _lbfgs, _lbfgs_named): the same minimum to the precision of the
+    # minimiser's stopping rule, the gradient norm only converged (tests/replay.py). The GAMP and state-evolution
+    # columns: a fixed number of iterations of a deterministic map (or iterated to its residual tolerance),
+    # contracting near the fixed point, so rounding differences stay at their own level: rtol 1e-6 (measured
+    # across the Haswell, Sandybridge and Nehalem OpenBLAS kernels: passes).
     for col in stored.columns:
         if col in WALL_TIME:
             continue
-        if stored[col].dtype.kind in "fi":
+        base, sep, _ = col.partition("_lbfgs")
+        if sep and stored[col].dtype.kind in "fi":
+            for j in range(len(stored)):
+                if base in PATH:
+                    if base == "grad_norm":
+                        assert new[col].iloc[j] <= 1e-7, (col, j)
+                    continue
+                rtol, atol = tolerance(base)
+                assert abs(new[col].iloc[j] - stored[col].iloc[j]) <= atol + rtol * abs(stored[col].iloc[j]), \
+                    (col, j, new[col].iloc[j], stored[col].iloc[j])
+        elif stored[col].dtype.kind in "fi":
             np.testing.assert_allclose(new[col].astype(float), stored[col], rtol=1e-6, atol=1e-9, err_msg=col)
         else:
             assert list(new[col]) == list(stored[col]), col

@@ -3,8 +3,9 @@ schema, sidecar metadata, the claims the chapter makes about them, and the first
 with attnlib.
 
 A failure of the recomputation after a change of attnlib.histogram's numerics means the data must be
-regenerated (``python scripts/regenerate_histogram_data.py --n-jobs 2``). On another CPU the last bits of
-float32 training may differ (XLA compiles for the host), hence a tolerance instead of bit equality.
+regenerated (``python scripts/regenerate_histogram_data.py --n-jobs 2``). On another CPU float32 training
+rounds differently (XLA compiles for the host) and the chaotic run departs from the committed one, hence a
+statistical comparison with the committed seeds instead of bit equality (tolerances next to the test).
 """
 import importlib.util
 import json
@@ -103,18 +104,67 @@ def test_claims_of_the_chapter(stored):
     assert (np.abs(s.val_acc_before_retrain - s.val_acc) < 0.01).all()
 
 
-@pytest.mark.parametrize("variant", ["semantic", "positional"])
-def test_first_epochs_reproduce(variant, stored):
-    (tabs, _) = stored
+# Replay of a training run. What it depends on: JAX's XLA compiles for the host CPU's instruction set
+# (vector width, FMA), so float32 sums round differently on another CPU; the BLAS kernel plays no part. Same
+# machine: bit-identical. Another CPU: epoch 0 (no step taken) agrees to H.EPOCH0_RTOL = 1e-4 relative, and
+# after a few hundred Adam steps the trajectory is chaotic, so from the first stored epoch on it is compared
+# statistically: within the 99.9 % prediction interval of one more draw from the committed seeds (log losses,
+# log error rates; t distribution with n_seeds - 1 degrees of freedom), see attnlib.histogram.compare_with_seeds.
+@pytest.fixture(scope="module")
+def live_runs():
     kw = regen.settings()
     epochs = kw["config"].eval_every  # evaluations at epoch 0 and at the first stored epoch after it
-    out = H.histogram_experiment(variant, 0, **dict(kw, config=replace(kw["config"], epochs=epochs),
-                                                    retrain=replace(kw["retrain"], epochs=1)), use_cache=False)
-    new = pd.DataFrame(out["curves"])
-    new = new[new.phase == "restricted"].set_index("epoch")
+    runs = []
+    for variant in ("semantic", "positional"):
+        out = H.histogram_experiment(variant, 0, **dict(kw, config=replace(kw["config"], epochs=epochs),
+                                                        retrain=replace(kw["retrain"], epochs=1)), use_cache=False)
+        runs.append(pd.DataFrame(out["curves"]).assign(variant=variant))
+    live = pd.concat(runs)
+    return live[live.phase == "restricted"], epochs
+
+
+def test_first_epochs_reproduce_within_the_seeds_spread(stored, live_runs):
+    (tabs, _) = stored
+    live, epochs = live_runs
     old = tabs["curves"]
-    old = old[(old.variant == variant) & (old.seed == 0) & (old.phase == "restricted")
-              & (old.epoch <= epochs)].set_index("epoch")
-    assert list(new.index) == list(old.index) and len(old) >= 2
-    for col in ("train_loss", "train_acc", "val_loss", "val_acc", "batch_loss"):
-        np.testing.assert_allclose(new[col].astype(float), old[col], rtol=1e-4, atol=1e-6, err_msg=col)
+    old = old[(old.phase == "restricted") & (old.epoch <= epochs)]
+    cmp = H.compare_with_seeds(live, old, seed=0, level=0.999)
+    assert set(cmp.epoch) == {0, epochs} and set(cmp.variant) == {"semantic", "positional"}
+    assert (cmp.n_seeds == len(regen.SEEDS)).all()
+    bad = cmp[~cmp.ok]
+    assert bad.empty, bad.to_string()
+
+
+def test_the_seed_comparison_can_fail(stored, live_runs):
+    """The comparison rejects what a broken run would give: an untrained positional layer at the first stored
+    epoch (its loss ~2.4 lies ~25 standard deviations from the seeds' ~0.007; with four seeds the 99.9 %
+    interval is 14 standard deviations wide, too wide to reject the slow semantic layer's spread of a factor 3),
+    and an initialisation that moved the epoch-0 loss by 1 %. On made-up seeds, a value 2 standard deviations
+    out is accepted and one 10 out is rejected."""
+    (tabs, _) = stored
+    live, epochs = live_runs
+    old = tabs["curves"]
+    old = old[(old.phase == "restricted") & (old.epoch <= epochs)]
+    broken = live.copy()
+    broken.loc[(broken.epoch == epochs) & (broken.variant == "positional"),
+               ["train_loss", "val_loss", "batch_loss"]] = 2.4
+    cmp = H.compare_with_seeds(broken, old)
+    hit = cmp[(cmp.epoch == epochs) & (cmp.variant == "positional")
+              & cmp.column.isin(["train_loss", "val_loss", "batch_loss"])]
+    assert len(hit) == 3 and not hit.ok.any()
+    shifted = live.copy()
+    shifted.loc[shifted.epoch == 0, "train_loss"] *= 1.01
+    cmp = H.compare_with_seeds(shifted, old)
+    assert not cmp[(cmp.epoch == 0) & (cmp.column == "train_loss")].ok.any()
+    rng = np.random.default_rng(0)
+    seeds = pd.DataFrame({"variant": "v", "epoch": 1, "seed": np.arange(20),
+                          "train_loss": np.exp(rng.normal(-3.0, 0.2, 20))})
+    y = np.log(seeds.train_loss)
+    for z, ok in ((2.0, True), (10.0, False)):
+        one = pd.DataFrame({"variant": ["v"], "epoch": [1], "train_loss": [np.exp(y.mean() + z * y.std())]})
+        cmp = H.compare_with_seeds(one, seeds, columns=("train_loss",))
+        assert cmp.ok.item() is ok and cmp.z.item() == pytest.approx(z)
+    with pytest.raises(ValueError, match="level"):
+        H.compare_with_seeds(live, old, level=1.0)
+    with pytest.raises(ValueError, match="seed 7"):
+        H.compare_with_seeds(live, old, seed=7)

@@ -180,8 +180,14 @@ def test_validity_rows_follow_from_the_arbiter_table():
     assert (val.replicon > 0).all()
 
 
+@pytest.mark.replay
 def test_recompute_alpha_c_at_the_reference_point():
-    """alpha_c at omega = 0.3 (scrambling 0), computed afresh without the disk cache, equals the stored run."""
+    """alpha_c at omega = 0.3 (scrambling 0), computed afresh without the disk cache, equals the stored run.
+
+    Tolerance 2e-3: Brent's method stops at xtol = 1e-4, and on another machine the Newton-solved training
+    losses whose difference it roots round differently; the piecewise-smooth quadrature map (a node's proximal
+    point switching minimum) turns that into a shift of the root well below the spread over the rule's
+    scramblings (7e-3 at this point), which is alpha_c's stated error."""
     runs = load("phase_standard_runs.csv")
     row = runs[np.isclose(runs.omega, 0.3) & (runs.scrambling == 0)].iloc[0]
     a_c = attnlib.critical_alpha(STANDARD, use_cache=False)

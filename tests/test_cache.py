@@ -3,6 +3,7 @@ corrupt files recomputed with a CacheWarning."""
 import json
 
 import pytest
+from replay import mismatches
 
 import attnlib.sim_sweeps as sim_sweeps
 from attnlib.exceptions import CacheWarning
@@ -74,13 +75,18 @@ def test_key_covers_every_option(cache_dir, counter):
     assert len(counter) == 5
 
 
+@pytest.mark.replay
 def test_parallel_sweep_equals_serial_and_columns(cache_dir):
     serial = erm_sweep(P, omegas=(0.2, 0.3), use_cache=False, **SMALL)
     parallel = erm_sweep(P, omegas=(0.2, 0.3), n_jobs=2, use_cache=False, **SMALL)
     assert len(serial) == 8
+    # joblib caps the workers at cpu_count // n_jobs BLAS threads, this process runs with its default: the
+    # products round differently, so the L-BFGS runs agree to the precision of their stopping rule
+    # (tests/replay.py), not bit for bit
     for a, b in zip(serial, parallel):
-        for k in ("q", "m", "theta", "test_error"):
-            assert a[k] == pytest.approx(b[k], rel=1e-8, abs=1e-12)
+        assert a["converged"] and b["converged"]
+        bad = mismatches(b, a, ("q", "m", "theta", "test_error", "train_loss", "n"))
+        assert not bad, bad
     cols = rows_to_columns(serial)
     assert cols["omega"].dtype == float and sorted(set(cols["omega"])) == [0.2, 0.3]
     assert cols["converged"].dtype == bool and cols["d"].dtype == int and cols["start"].dtype.kind == "U"

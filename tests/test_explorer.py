@@ -337,3 +337,12 @@ def test_grid_rejects_bad_input():
         explorer_grid(omegas=[])
     with pytest.raises(ValueError, match="omega"):
         explorer_grid(omegas=[1.5], alphas=[1.0])
+
+
+def test_prose_numbers_have_no_e_notation():
+    from attnlib.style import prose_number
+
+    assert prose_number(0.534) == "0.53" and prose_number(12.3) == "12" and prose_number(0.0012) == "0.0012"
+    assert prose_number(3.1e-7) == "3.1 \u00d7 10\u207b\u2077" and prose_number(2.4e6) == "2.4 \u00d7 10\u2076"
+    assert prose_number(9.99e-5) == "1.0 \u00d7 10\u207b\u2074"  # rounding up carries into the exponent
+    assert prose_number(0) == "0" and "e" not in prose_number(-3e-9)
