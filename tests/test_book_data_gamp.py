@@ -92,7 +92,7 @@ out = []
 for name, start, d, seed in json.loads(sys.argv[2]):
     _, func, kwargs = regen.TABLES[name]
     kwargs = dict(kwargs, starts=[start], d=[d], seeds=[seed])
-    out.append(func(regen.PARAMS, **kwargs, use_cache=False).to_json(orient="records"))
+    out.append(func(regen.PARAMS, **kwargs, use_cache=False).to_json(orient="records", double_precision=15))
 print(json.dumps(out))
 """
 
