@@ -14,22 +14,24 @@ Finite d: :func:`simulate_erm`, :func:`erm_sweep`, :func:`run_gamp`, and the fin
 __version__ = "0.1.0"
 
 from .exceptions import CacheWarning, ConvergenceWarning
-from .generalisation import linear_baseline_error, test_error_from_overlaps
+from .theory.generalisation import linear_baseline_error, test_error_from_overlaps
 from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
-from .quadrature import Quadrature
-from .state_evolution import BRANCHES, Overlaps, SEResult, SESolver, solve_state_evolution
-from .explorer import ExplorerView, draw_explorer, explorer_grid, explorer_view, make_explorer
-from .book_data import book_data_dir, book_data_path, use_book_data
-from .gamp import (GAMPResult, SEIterates, gamp_fixed_point_table, gamp_tracking_table, run_gamp,
-                   state_evolution_iterates)
-from .data import make_task, positional_encodings, seed_streams
-from .simulation import (DEFAULT_N_TEST, ERMObjective, ERMResult, estimate_test_errors, fit_linear_baseline,
+from .theory.quadrature import Quadrature
+from .theory.state_evolution import BRANCHES, Overlaps, SEResult, SESolver, solve_state_evolution
+from .book.explorer import ExplorerView, draw_explorer, explorer_view, make_explorer
+from .book.explorer_grid import explorer_grid
+from .book.book_data import book_data_dir, book_data_path, use_book_data
+from .theory.se_iterates import SEIterates, state_evolution_iterates
+from .finite_d.gamp import GAMPResult, run_gamp
+from .finite_d.gamp_tables import gamp_fixed_point_table, gamp_tracking_table
+from .finite_d.data import make_task, positional_encodings, seed_streams
+from .finite_d.simulation import (DEFAULT_N_TEST, ERMObjective, ERMResult, estimate_test_errors, fit_linear_baseline,
                          gradient_descent, minimize_lbfgs, simulate_erm, test_error_from_overlaps_rho)
-from .sim_sweeps import erm_point, erm_sweep, rows_to_columns
-from .sweeps import (ThresholdNotFound, alpha_sweep, branch_curvature, branch_ends, branch_trace, critical_alpha,
+from .finite_d.sim_sweeps import erm_point, erm_sweep, rows_to_columns
+from .theory.sweeps import (ThresholdNotFound, alpha_sweep, branch_curvature, branch_ends, branch_trace, critical_alpha,
                      linear_crossing_alpha, phase_diagram, semantic_takeover)
-from .continuation import BranchEnd, BranchTrace, Continuation, newton_fixed_point, trace_branch
-from .arbiter import (FiniteDThreshold, arbiter_table, finite_d_critical_alpha, finite_d_minimum,
+from .theory.continuation import BranchEnd, BranchTrace, Continuation, newton_fixed_point, trace_branch
+from .finite_d.arbiter import (FiniteDThreshold, arbiter_table, finite_d_critical_alpha, finite_d_minimum,
                       finite_d_theta_loss_alpha)
 
 __all__ = [

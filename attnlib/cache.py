@@ -42,8 +42,8 @@ def library_fingerprint() -> str:
     from . import __version__
 
     digest = hashlib.sha256(__version__.encode())
-    for path in sorted(_PACKAGE_DIR.glob("*.py")):
-        digest.update(path.name.encode())
+    for path in sorted(_PACKAGE_DIR.rglob("*.py")):
+        digest.update(path.relative_to(_PACKAGE_DIR).as_posix().encode())
         digest.update(path.read_bytes())
     return f"{__version__}+{digest.hexdigest()[:16]}"
 

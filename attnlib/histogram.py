@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import sys
 
-#: XLA flags set by this module (single-threaded Eigen and intra-op pool: deterministic and, for this
+#: XLA flags set by this module (single-threaded Eigen and intra-op pool; deterministic and, for this
 #: tiny model, not slower).
 XLA_DETERMINISTIC_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
@@ -59,7 +59,7 @@ import numpy as np
 import optax
 
 from .cache import cached
-from .data import check_int
+from .params import check_int
 
 __all__ = [
     "VARIANTS", "HistogramTask", "LayerShape", "TrainConfig", "HistogramData", "TrainResult",
@@ -70,7 +70,7 @@ __all__ = [
     "params_to_lists", "params_from_lists", "CURVE_COLUMNS", "EPOCH0_RTOL", "compare_with_seeds",
 ]
 
-#: the three architectures: query/key input restricted to the token half, to the position half, or not
+#: the three architectures (query/key input restricted to the token half, to the position half, or not)
 VARIANTS = ("semantic", "positional", "full")
 
 #: illustrative inputs for attention maps (L = 10, symbols 0..14), with repeated tokens
@@ -93,7 +93,7 @@ class HistogramTask:
     train_fraction : float
         Fraction in the training set, in (0, 1) (paper: 0.7).
     seed : int
-        Seed of :func:`numpy.random.default_rng` for the draw and the split.
+        Seed of ``numpy.random.default_rng`` for the draw and the split.
     """
 
     seq_len: int = 10
@@ -197,7 +197,7 @@ def histogram_targets(tokens) -> np.ndarray:
 
 
 def count_distribution(task: HistogramTask) -> np.ndarray:
-    """Probability of each class ``c = 0..L`` at one position for i.i.d. uniform tokens.
+    """Probability of each class ``c = 0..L`` at one position for independent uniform tokens.
 
     The other ``L - 1`` tokens equal the position's own with probability ``1/T`` each, so the count is
     ``1 + Binomial(L - 1, 1/T)``; class 0 has probability 0. (Deduplication of the ``n_samples`` sequences
@@ -560,7 +560,7 @@ def histogram_experiment(variant: str, seed: int, *, task: HistogramTask | None 
 #: spread is roughly Gaussian: losses and error rates (``1 - accuracy``) on a logarithmic scale
 CURVE_COLUMNS = ("train_loss", "val_loss", "batch_loss", "train_acc", "val_acc")
 
-#: relative agreement of the untrained model's losses and accuracies (epoch 0: one float32 forward pass
+#: relative agreement of the untrained model's losses and accuracies (epoch 0 = one float32 forward pass
 #: over the data set, whose sums another CPU rounds differently by a few float32 ulps times sqrt(n))
 EPOCH0_RTOL = 1e-4
 

@@ -1,13 +1,14 @@
 """Task parameters of the solvable attention model and input validation.
 
-The conventions are those of the project specification (``shared/spec.md``, section 1), which restates
-Cui, Behrens, Krzakala & Zdeborova (NeurIPS 2024) in the normalisation of the authors' numerics.
+The conventions are those of the book (chapter 2, :eq:`eq-tokens` to :eq:`eq-linear`, and the page
+:ref:`conventions`), which restate Cui, Behrens, Krzakala & Zdeborova (NeurIPS 2024) in the normalisation of
+the authors' numerics.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -20,10 +21,21 @@ __all__ = [
     "TaskParams",
     "STANDARD_A",
     "ALTERNATIVE_A",
+    "check_int",
     "check_finite_scalar",
     "check_positive",
     "check_alpha",
 ]
+
+
+def check_int(name: str, value, minimum: int) -> int:
+    """Return ``value`` as an int ``>= minimum``, else raise ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (Integral, np.integer)):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
 
 
 def check_finite_scalar(name: str, value) -> float:
@@ -67,7 +79,7 @@ def _check_matrix(A) -> tuple[tuple[float, float], tuple[float, float]]:
 
 @dataclass(frozen=True)
 class TaskParams:
-    """Parameters of the teacher-student attention task (spec section 1).
+    """Parameters of the teacher-student attention task (book chapter 2, :eq:`eq-tokens`, :eq:`eq-teacher`).
 
     Parameters
     ----------
@@ -117,8 +129,9 @@ class TaskParams:
 
     @property
     def swap_symmetric(self) -> bool:
-        """True when ``A_11 == A_22``: the task is symmetric under swapping the two tokens, so ``m = 0`` is
-        preserved by the state evolution (spec section 3)."""
+        """True when ``A_11 == A_22`` -- the task is symmetric under swapping the two tokens, an extra symmetry
+        of the state-evolution integrands (``m = 0`` and ``theta = 0`` are preserved for every ``A``, book
+        :ref:`sec-branches`)."""
         return self.A[0][0] == self.A[1][1]
 
     def with_(self, **changes) -> "TaskParams":

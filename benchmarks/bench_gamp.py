@@ -1,7 +1,7 @@
-"""Timing and accuracy of GAMP on finite-d data (attnlib.gamp) at the reference task, d = 2000, alpha = 2.
+"""Timing and accuracy of GAMP on finite-d data (attnlib.finite_d.gamp) at the reference task, d = 2000, alpha = 2.
 
 For each branch start: one GAMP run to its fixed point (wall time, iterations, time per iteration), the
-L-BFGS ERM minimum from the same start and seed (attnlib.simulation.simulate_erm), and the differences of
+L-BFGS ERM minimum from the same start and seed (attnlib.finite_d.simulation.simulate_erm), and the differences of
 the overlaps; then the per-iteration deviation of GAMP from its state evolution (damping 0.3, 20 iterations).
 
 Run: ``python benchmarks/bench_gamp.py [d]``.
@@ -13,9 +13,10 @@ import warnings
 import numpy as np
 
 from attnlib.exceptions import ConvergenceWarning
-from attnlib.gamp import run_gamp, state_evolution_iterates
+from attnlib.finite_d.gamp import run_gamp
+from attnlib.theory.se_iterates import state_evolution_iterates
 from attnlib.params import TaskParams
-from attnlib.simulation import simulate_erm
+from attnlib.finite_d.simulation import simulate_erm
 
 
 def main(d: int = 2000, alpha: float = 2.0) -> None:

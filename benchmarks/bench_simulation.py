@@ -2,12 +2,12 @@
 
 Times, in one run on the same data (d = 1000, n = 2000, L = 2, r = 1 by default):
 
-* numpy: full-batch gradient descent with the Gram-matrix objective of :class:`attnlib.simulation.ERMObjective`
-  (spec section 6: two passes over the data per step), float64;
+* numpy: full-batch gradient descent with the Gram-matrix objective of :class:`attnlib.finite_d.simulation.ERMObjective`
+  (book eq. (eq-gram-risk): two passes over the data per step), float64;
 * PyTorch autograd on the CPU, float64 and float32: the paper-style loop that forms the attention output
   ``S X`` explicitly and backpropagates through it (optional: skipped if torch is not installed; torch is a
   benchmark-only dependency, not in requirements.txt);
-* L-BFGS-B (:func:`attnlib.simulation.minimize_lbfgs`) from the same start, its total time and its distance
+* L-BFGS-B (:func:`attnlib.finite_d.simulation.minimize_lbfgs`) from the same start, its total time and its distance
   to the gradient-descent minimum.
 
 Usage: ``python benchmarks/bench_simulation.py [--d 1000] [--alpha 2] [--steps 5000] [--torch-steps 300]
@@ -48,9 +48,9 @@ if ARGS is not None and ARGS.threads is not None and "numpy" not in sys.modules:
 
 import numpy as np  # noqa: E402  (after the thread settings)
 
-from attnlib.data import make_task  # noqa: E402
+from attnlib.finite_d.data import make_task  # noqa: E402
 from attnlib.params import TaskParams  # noqa: E402
-from attnlib.simulation import ERMObjective, gradient_descent, minimize_lbfgs, overlaps  # noqa: E402
+from attnlib.finite_d.simulation import ERMObjective, gradient_descent, minimize_lbfgs, overlaps  # noqa: E402
 
 
 def torch_loop(samples, Q0, lam, lr, steps, dtype_name, threads=None):

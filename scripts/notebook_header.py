@@ -59,7 +59,7 @@ def header_cell(url: str | None = None, data: bool = False) -> str:
     if data:
         lines += [
             "# Data files are read as data/<name> next to this notebook: use_book_data() copies any missing",
-            "# file there from the copy installed with attnlib (see attnlib.book_data). In the repository it",
+            "# file there from the copy installed with attnlib (see attnlib.book.book_data). In the repository it",
             "# does nothing.",
             "import attnlib",
             "",

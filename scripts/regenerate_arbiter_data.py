@@ -2,7 +2,7 @@
 """Regenerate the finite-d arbiter data of the book (book/data/arbiter_*.csv + sidecar JSON).
 
 Every run is one L-BFGS minimisation of the empirical risk from the semantic start (``Q = Q*``) or the
-positional start (``Q = 1_d/sqrt d``) on a normalised teacher, through :func:`attnlib.arbiter.arbiter_table`
+positional start (``Q = 1_d/sqrt d``) on a normalised teacher, through :func:`attnlib.finite_d.arbiter.arbiter_table`
 (joblib, each run cached on disk under ``$ATTNLIB_CACHE_DIR``, so an interrupted run resumes). Tables (one
 tidy row per run):
 
@@ -40,7 +40,7 @@ import pandas as pd
 
 from attnlib import ALTERNATIVE_A, TaskParams
 from attnlib.cache import provenance
-from attnlib.arbiter import arbiter_table
+from attnlib.finite_d.arbiter import arbiter_table
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"
@@ -113,7 +113,7 @@ def main(argv=None):
                     grids=[dict(params=g["params"].as_dict(), alphas=[float(a) for a in g["alphas"]],
                                 ds=list(g["ds"]), seeds=list(g["seeds"]), via_gamp=g.get("via_gamp", False))
                            for g in grids],
-                    method="L-BFGS (attnlib.simulation.minimize_lbfgs), normalised teacher", blas_threads=1,
+                    method="L-BFGS (attnlib.finite_d.simulation.minimize_lbfgs), normalised teacher", blas_threads=1,
                     n_jobs=args.n_jobs, n_rows=len(df), wall_time_s=round(wall, 1), **provenance())
         (args.out / f"{stem}.json").write_text(json.dumps(meta, indent=2) + "\n")
         print(f"{stem}: {len(df)} runs in {wall:.0f} s", flush=True)

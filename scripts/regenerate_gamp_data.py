@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Regenerate the GAMP data of book chapter 4 (book/data/gamp_*.csv + sidecar JSON).
 
-Both tables come from :mod:`attnlib.gamp` at the reference task (sigma = 0.5, lambda = 0.01, omega = 0.3,
+Both tables come from :mod:`attnlib.finite_d.gamp` at the reference task (sigma = 0.5, lambda = 0.01, omega = 0.3,
 standard A), alpha = 2, teacher normalised (``||Q*||^2 = d``), d in {1000, 2000, 4000}, both named starts:
 
 * ``gamp_tracking.csv``: :func:`attnlib.gamp_tracking_table`, seeds 0-11, GAMP's overlaps for 20 iterations
@@ -37,7 +37,7 @@ import numpy as np
 import attnlib
 from attnlib import TaskParams, gamp_fixed_point_table, gamp_tracking_table
 from attnlib.cache import library_fingerprint
-from attnlib.quadrature import Quadrature
+from attnlib.theory.quadrature import Quadrature
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"

@@ -2,9 +2,9 @@
 """Regenerate the phase-diagram data of the book (book/data/phase_*.csv, branch_traces.csv, rs_validity.csv,
 free_states.csv + phase_meta.json).
 
-Every threshold and branch end comes from the continuation-based functions of :mod:`attnlib.sweeps`
+Every threshold and branch end comes from the continuation-based functions of :mod:`attnlib.theory.sweeps`
 (pseudo-arclength continuation of both branches to their ends, with the symmetrised Sobol rule of
-``attnlib.sweeps.SMOOTH_QUADRATURE``); each point is cached on disk under ``$ATTNLIB_CACHE_DIR``, so an
+``attnlib.theory.sweeps.SMOOTH_QUADRATURE``); each point is cached on disk under ``$ATTNLIB_CACHE_DIR``, so an
 interrupted run resumes.
 
 Parts (``--parts``):
@@ -12,7 +12,7 @@ Parts (``--parts``):
 * ``standard``: standard A, sigma = 0.5, lambda = 0.01, at every omega of the paper's figure and a regular
   grid (15 values, 0 to 0.45), each with 3 independent scramblings of the quadrature
   (``phase_diagram(..., scramblings=3)``): ``phase_standard_runs.csv`` (one row per omega and scrambling) and
-  ``phase_standard.csv`` (their means and standard errors, :func:`attnlib.sweeps.summarise_phase_diagram`,
+  ``phase_standard.csv`` (their means and standard errors, :func:`attnlib.theory.sweeps.summarise_phase_diagram`,
   with the paper's values from ``paper_reference.csv`` beside them);
 * ``traces``: the two branches traced at omega in {0, 0.1, 0.2, 0.3, 0.4} (scrambling 0): ``branch_traces.csv``;
 * ``alternative``: the paper's alternative A at omega in {0, 0.05, 0.1, 0.15, 0.2, 0.3} (one scrambling):
@@ -20,12 +20,12 @@ Parts (``--parts``):
 * ``slices``: alpha_c, alpha_l and the branch ends at other sigma (0.4, 0.6) and lambda (0.003, 0.03), standard
   A, omega in {0, 0.2, 0.4} (one scrambling): ``phase_slices.csv``;
 * ``validity``: theory against the finite-d minimisers of ``arbiter_standard.csv``
-  (:func:`attnlib.validity.rs_validity`, with the replicon and tie density of every fixed point):
+  (:func:`attnlib.finite_d.validity.rs_validity`, with the replicon and tie density of every fixed point):
   ``rs_validity.csv``; and the fixed points of the state evolution nearest to some finite-d minima
-  (:func:`attnlib.validity.fixed_point_near`): ``free_states.csv``;
+  (:func:`attnlib.finite_d.validity.fixed_point_near`): ``free_states.csv``;
 * ``solver``: at omega = 0, alpha = 0.5384 (where theory and finite d part), the positional fixed point under
-  several quadrature rules and both proximal treatments (:func:`attnlib.validity.solver_checks`,
-  ``edge_solver_checks.csv``), the training-loss profile with m pinned (:func:`attnlib.validity.pinned_profile`,
+  several quadrature rules and both proximal treatments (:func:`attnlib.finite_d.validity.solver_checks`,
+  ``edge_solver_checks.csv``), the training-loss profile with m pinned (:func:`attnlib.finite_d.validity.pinned_profile`,
   ``edge_profile.csv``) and a brute-force check of the proximal search there (in ``phase_meta.json``).
 
 Usage::
@@ -43,8 +43,8 @@ import pandas as pd
 
 from attnlib import ALTERNATIVE_A, Overlaps, TaskParams, solve_state_evolution
 from attnlib.cache import provenance
-from attnlib.sweeps import SMOOTH_QUADRATURE, TIE_SMOOTHING, branch_trace, phase_diagram, summarise_phase_diagram
-from attnlib.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
+from attnlib.theory.sweeps import SMOOTH_QUADRATURE, TIE_SMOOTHING, branch_trace, phase_diagram, summarise_phase_diagram
+from attnlib.finite_d.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"

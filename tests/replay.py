@@ -6,7 +6,7 @@ kernel (``OPENBLAS_CORETYPE``, chosen from the CPU), the BLAS thread count and n
 CPU's instruction set). The non-convex L-BFGS run then takes another path to the same minimum and stops at
 another point of the stopping region. Bit equality holds only on the machine that made the data.
 
-The stopping rule (:func:`attnlib.simulation.minimize_lbfgs`): scipy's ``gtol = 1e-10`` on the largest
+The stopping rule (:func:`attnlib.finite_d.simulation.minimize_lbfgs`): scipy's ``gtol = 1e-10`` on the largest
 gradient entry, which leaves ``G = ||grad R||_F / sqrt(d)`` at 1e-10 to 3e-9 in the committed tables
 (converged is ``G <= 1e-7``). Near a minimum whose Hessian is bounded below by ``mu``, the stopping point lies
 within ``||dQ||_F / sqrt(d) <= G / mu`` of it, and

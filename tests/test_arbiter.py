@@ -1,4 +1,4 @@
-"""The finite-d arbiter (attnlib.arbiter): runs, tables, crossings with bootstrap errors, 1/d extrapolation."""
+"""The finite-d arbiter (attnlib.finite_d.arbiter): runs, tables, crossings with bootstrap errors, 1/d extrapolation."""
 import math
 
 import numpy as np
@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from attnlib import TaskParams, simulate_erm
-from attnlib.arbiter import (arbiter_table, crossing_alpha, extrapolate_inverse_d, finite_d_critical_alpha,
+from attnlib.finite_d.arbiter import (arbiter_table, crossing_alpha, extrapolate_inverse_d, finite_d_critical_alpha,
                              finite_d_minimum, finite_d_theta_loss_alpha, loss_zero_theory)
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)

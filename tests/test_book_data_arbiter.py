@@ -12,7 +12,7 @@ import pytest
 from one_thread import run_one_thread
 from replay import mismatches
 
-from attnlib.arbiter import finite_d_critical_alpha
+from attnlib.finite_d.arbiter import finite_d_critical_alpha
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
@@ -65,7 +65,7 @@ RECOMPUTE = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
 import importlib.util
-from attnlib.arbiter import finite_d_minimum
+from attnlib.finite_d.arbiter import finite_d_minimum
 spec = importlib.util.spec_from_file_location("regen_arb", sys.argv[1])
 regen = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(regen)
@@ -101,7 +101,7 @@ def test_finite_d_linear_threshold_lands_near_the_theory():
     """alpha_l from the finite-d global minimisers (lower training loss of the two starts, Gaussian-equivalent
     test error of their overlaps) at omega = 0.3, extrapolated in 1/d, agrees with the state evolution's
     alpha_l (book/data/phase_standard.csv) within three standard errors; a table of two tasks is refused."""
-    from attnlib.arbiter import finite_d_linear_alpha
+    from attnlib.finite_d.arbiter import finite_d_linear_alpha
 
     arb = pd.read_csv(DATA / "arbiter_standard.csv")
     phase = pd.read_csv(DATA / "phase_standard.csv")

@@ -1,4 +1,4 @@
-"""attnlib.book_data: a chapter finds its data files next to the notebook or in the installed copy."""
+"""attnlib.book.book_data: a chapter finds its data files next to the notebook or in the installed copy."""
 from __future__ import annotations
 
 import filecmp
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import attnlib
-from attnlib import book_data
+from attnlib.book import book_data
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"

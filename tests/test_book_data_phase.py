@@ -1,6 +1,6 @@
 """The phase-diagram data of the book (book/data/phase_*.csv, branch_traces.csv, rs_validity.csv,
 free_states.csv; written by scripts/regenerate_phase_data.py from the continuation-based functions of
-attnlib.sweeps).
+attnlib.theory.sweeps).
 
 Checks the tables' columns and required values, their internal consistency (the summary is the mean of the
 runs; thresholds lie where both branches exist; alpha_l >= alpha_c), physics (a stored trace point is a fixed
@@ -19,8 +19,8 @@ import pytest
 
 import attnlib
 from attnlib import ALTERNATIVE_A, Overlaps, TaskParams
-from attnlib.continuation import FixedPointMap
-from attnlib.sweeps import continuation_settings, summarise_phase_diagram
+from attnlib.theory.continuation import FixedPointMap
+from attnlib.theory.sweeps import continuation_settings, summarise_phase_diagram
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
@@ -93,7 +93,7 @@ def test_metadata():
     prov = META["provenance"]
     assert prov["script"] == "scripts/regenerate_phase_data.py"
     assert prov["attnlib_version"] == attnlib.__version__
-    assert prov["quadrature"] == str(attnlib.sweeps.SMOOTH_QUADRATURE)
+    assert prov["quadrature"] == str(attnlib.theory.sweeps.SMOOTH_QUADRATURE)
     for part in ("standard", "traces", "alternative", "slices", "validity", "solver"):
         assert META[part]["wall_time_s"] > 0, part
     cov = META["solver"]["prox_coverage"]  # the brute-force check of the proximal search at the edge
@@ -167,7 +167,7 @@ def test_alternative_and_slices_are_consistent():
 
 def test_validity_rows_follow_from_the_arbiter_table():
     """rs_validity's finite-d columns are the 1/d extrapolation of the arbiter table's seed means."""
-    from attnlib.arbiter import extrapolate_inverse_d
+    from attnlib.finite_d.arbiter import extrapolate_inverse_d
 
     val, arb = load("rs_validity.csv"), pd.read_csv(DATA / "arbiter_standard.csv")
     row = val[np.isclose(val.omega, 0.3) & np.isclose(val.alpha, 2.2) & (val.start == "positional")].iloc[0]
@@ -197,7 +197,7 @@ def test_recompute_alpha_c_at_the_reference_point():
 def test_semantic_takeover_in_the_slices():
     """Where the global minimum turns semantic: at alpha_c when it exists, else at a branch end that the table
     itself records, never below the end of the semantic branch."""
-    from attnlib.sweeps import TAKEOVER_KINDS, semantic_takeover
+    from attnlib.theory.sweeps import TAKEOVER_KINDS, semantic_takeover
 
     sl = load("phase_slices.csv")
     for r in sl.itertuples():

@@ -1,14 +1,14 @@
-"""Caching of finite-d ERM sweeps (attnlib.sim_sweeps + attnlib.cache): resume after interruption,
+"""Caching of finite-d ERM sweeps (attnlib.finite_d.sim_sweeps + attnlib.cache): resume after interruption,
 corrupt files recomputed with a CacheWarning."""
 import json
 
 import pytest
 from replay import mismatches
 
-import attnlib.sim_sweeps as sim_sweeps
+import attnlib.finite_d.sim_sweeps as sim_sweeps
 from attnlib.exceptions import CacheWarning
 from attnlib.params import TaskParams
-from attnlib.sim_sweeps import erm_point, erm_sweep, rows_to_columns, sweep_grid
+from attnlib.finite_d.sim_sweeps import erm_point, erm_sweep, rows_to_columns, sweep_grid
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 SMALL = dict(ds=(30,), alphas=(1.0, 2.0), seeds=(0, 1), starts=("semantic",), methods=("lbfgs",), n_test=200)

@@ -1,10 +1,10 @@
-"""Tests of the finite-d data generator (attnlib.data, spec section 1)."""
+"""Tests of the finite-d data generator (attnlib.finite_d.data, book eqs. (eq-tokens), (eq-teacher))."""
 import math
 
 import numpy as np
 import pytest
 
-from attnlib.data import (check_A, iter_sample_chunks, make_task, make_teacher,
+from attnlib.finite_d.data import (check_A, iter_sample_chunks, make_task, make_teacher,
                           positional_encodings, seed_streams, softmax_rows, teacher_attention)
 from attnlib.params import TaskParams
 

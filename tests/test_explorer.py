@@ -1,4 +1,4 @@
-"""Tests of attnlib.explorer (book chapter 8): view data against the state evolution, figure, widget."""
+"""Tests of attnlib.book.explorer (book chapter 8): view data against the state evolution, figure, widget."""
 import math
 import warnings
 from pathlib import Path
@@ -11,9 +11,10 @@ import pytest
 matplotlib.use("Agg")
 
 from attnlib import TaskParams, linear_baseline_error, solve_state_evolution  # noqa: E402
-from attnlib.explorer import (DEFAULTS, EXPLORER_SOLVER, ExplorerView, branch_exists, draw_explorer,  # noqa: E402
-                              explorer_view, make_explorer, phase_boundary, phase_lines, table_applies,
-                              table_omegas, END_KINDS)
+from attnlib.book.explorer import (DEFAULTS, EXPLORER_SOLVER, ExplorerView, draw_explorer,  # noqa: E402
+                                   explorer_view, make_explorer)
+from attnlib.book.phase_table import (END_KINDS, branch_exists, phase_boundary, phase_lines,  # noqa: E402
+                                      table_applies, table_omegas)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +74,7 @@ def test_draw_follows_the_house_style(view):
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_hex
 
-    from attnlib import style
+    from attnlib.book import style
 
     fig = draw_explorer(view)
     axes = _panels(fig)
@@ -194,7 +195,7 @@ def test_widget_constructs():
 
 
 def test_widget_readout(view):
-    from attnlib.explorer import _readout_html
+    from attnlib.book.explorer import _readout_html
 
     html = _readout_html(view)
     assert "semantic (global minimum)" in html and f"{view.branches['positional'].m / 0.25:.4f}" in html
@@ -204,8 +205,8 @@ def test_widget_readout(view):
 # ---- the grid of the static explorer -------------------------------------------------------------------------
 
 from attnlib import alpha_sweep  # noqa: E402
-from attnlib.explorer import attention_maps, explorer_grid, grid_thresholds  # noqa: E402
-from attnlib.quadrature import Quadrature  # noqa: E402
+from attnlib.book.explorer_grid import attention_maps, explorer_grid, grid_thresholds  # noqa: E402
+from attnlib.theory.quadrature import Quadrature  # noqa: E402
 
 P03 = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
@@ -231,7 +232,7 @@ def test_attention_maps_limits():
     q = 0.3
     theta = math.sqrt(rho * q)
     maps = attention_maps(P03, q, 0.1, theta)
-    from attnlib.attention import attention_diagonal
+    from attnlib.theory.attention import attention_diagonal
     h = 0.1 * np.array([1.0, -1.0]) + theta / rho * math.sqrt(rho) * np.array(maps_examples())
     assert np.allclose(maps["S_ex"], attention_diagonal(h), atol=1e-12)
     # the teacher's map on an input is (1 - omega) softmax + omega A
@@ -243,7 +244,7 @@ def test_attention_maps_limits():
 
 
 def maps_examples():
-    from attnlib.explorer import EXAMPLE_INPUTS
+    from attnlib.book.explorer_grid import EXAMPLE_INPUTS
     return EXAMPLE_INPUTS
 
 
@@ -340,7 +341,7 @@ def test_grid_rejects_bad_input():
 
 
 def test_prose_numbers_have_no_e_notation():
-    from attnlib.style import prose_number
+    from attnlib.book.style import prose_number
 
     assert prose_number(0.534) == "0.53" and prose_number(12.3) == "12" and prose_number(0.0012) == "0.0012"
     assert prose_number(3.1e-7) == "3.1 \u00d7 10\u207b\u2077" and prose_number(2.4e6) == "2.4 \u00d7 10\u2076"

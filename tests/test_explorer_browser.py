@@ -22,7 +22,7 @@ import pytest
 from conftest import BOOK, KNOWN_JS_ERRORS, SHOTS
 
 from attnlib import TaskParams, linear_baseline_error
-from attnlib.explorer import END_KINDS
+from attnlib.book.phase_table import END_KINDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -241,7 +241,7 @@ def test_phase_panel_orientation_matches_chapter_6(explorer):
 
 def table_at(table: pd.DataFrame, col: str, w: float):
     """The table's ``col`` at ``omega = w``: a row's value, or linear between the two rows around ``w`` when both
-    have one; None otherwise (written here independently of attnlib.explorer.phase_lines)."""
+    have one; None otherwise (written here independently of attnlib.book.phase_table.phase_lines)."""
     t = table.sort_values("omega")
     x, f = t.omega.to_numpy(float), t[col].to_numpy(float)
     hit = np.flatnonzero(np.isclose(x, w, rtol=0, atol=1e-9))

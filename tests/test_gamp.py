@@ -1,6 +1,8 @@
-"""Tests of GAMP on finite-d data and of its state evolution (attnlib.gamp; spec sections 1-3, 5).
+"""Tests of GAMP on finite-d data and of its state evolution (attnlib.finite_d.gamp; book chapters 2-4
+and appendix, book eqs. (eq-gamp), (eq-gamp-input)).
 
-Reference task of spec section 4: sigma = 0.5, lambda = 0.01, omega = 0.3, standard A, alpha = 2, d = 2000.
+Reference task of the paper (its reference values: book/data/paper_reference.csv): sigma = 0.5, lambda = 0.01,
+omega = 0.3, standard A, alpha = 2, d = 2000.
 """
 import warnings
 
@@ -8,11 +10,12 @@ import numpy as np
 import pytest
 
 from attnlib.exceptions import ConvergenceWarning
-from attnlib.gamp import GAMPResult, gamp_initial_Q, run_gamp, state_evolution_iterates
+from attnlib.finite_d.gamp import GAMPResult, gamp_initial_Q, run_gamp
+from attnlib.theory.se_iterates import state_evolution_iterates
 from attnlib.params import TaskParams
-from attnlib.quadrature import Quadrature
-from attnlib.simulation import simulate_erm
-from attnlib.state_evolution import Overlaps
+from attnlib.theory.quadrature import Quadrature
+from attnlib.finite_d.simulation import simulate_erm
+from attnlib.theory.state_evolution import Overlaps
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 D, ALPHA = 2000, 2.0
@@ -53,7 +56,7 @@ def test_semantic_start_tracked_by_state_evolution(tracked):
     tail = slice(N_TRACK - 4, N_TRACK + 1)
     assert np.max(np.abs(run.theta[tail] - se.theta[tail])) < 0.002
     assert np.max(np.abs(run.q[tail] - se.q[tail])) < 0.003
-    # both settle near the semantic fixed point of the SE (spec section 4: theta 0.1586, q 0.1142)
+    # both settle near the semantic fixed point of the SE (paper reference values: theta 0.1586, q 0.1142)
     assert se.theta[-1] == pytest.approx(0.1586, rel=0.03)
     assert run.theta[-1] == pytest.approx(0.1586, rel=0.05)
 
@@ -62,14 +65,14 @@ def test_positional_start_tracked_by_state_evolution(tracked):
     run, se = tracked["positional"]
     assert len(run.m) == len(se.m) == N_TRACK + 1
     # the SE keeps theta = 0 exactly; GAMP's theta is an O(d^-1/2) fluctuation over these iterations
-    # (the free iteration leaves the positional branch later, spec section 5)
+    # (the free iteration leaves the positional branch later, book section (sec-quadrature))
     assert np.max(np.abs(se.theta)) < 1e-6  # round-off only
     # measured, seed 0: m 0.011, q 0.0025, theta 0.0025, V 4 %
     assert np.max(np.abs(run.theta)) < 0.01
     assert _max_dev(run, se, "m", N_TRACK) < 0.025
     assert _max_dev(run, se, "q", N_TRACK) < 0.006
     assert np.max(np.abs(run.V - se.V) / se.V) < 0.08
-    # near the positional fixed point (spec section 4: m 0.2586, q 0.0500)
+    # near the positional fixed point (paper reference values: m 0.2586, q 0.0500)
     assert se.m[-1] == pytest.approx(0.2586, rel=0.03)
     assert run.m[-1] == pytest.approx(0.2586, rel=0.04)
 
@@ -174,7 +177,7 @@ def test_bad_params_and_se_helper_input():
 
 
 def test_se_helper_undamped_step_is_the_spec_update():
-    from attnlib.state_evolution import SESolver, state_evolution_step
+    from attnlib.theory.state_evolution import SESolver, state_evolution_step
     start = Overlaps(q=0.1, m=0.1, V=8.0, theta=0.1)
     se = state_evolution_iterates(P, ALPHA, start, n_iter=1, damping=1.0)
     ref = state_evolution_step(P, ALPHA, start, SESolver())

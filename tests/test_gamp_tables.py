@@ -1,7 +1,8 @@
-"""The GAMP tables of attnlib.gamp: gamp_tracking_table (GAMP's overlaps next to its state evolution,
+"""The GAMP tables of attnlib.finite_d.gamp: gamp_tracking_table (GAMP's overlaps next to its state evolution,
 iteration by iteration) and gamp_fixed_point_table (GAMP's fixed point against L-BFGS), and their disk cache.
 
-Reference task of spec section 4 (sigma = 0.5, lambda = 0.01, omega = 0.3, standard A), alpha = 2.
+Reference task of the paper (book/data/paper_reference.csv; sigma = 0.5, lambda = 0.01, omega = 0.3,
+standard A), alpha = 2.
 """
 import json
 
@@ -10,11 +11,11 @@ import pandas as pd
 import pytest
 
 import attnlib.cache as cache_mod
-import attnlib.gamp as gamp
+import attnlib.finite_d.gamp_tables as gamp_tables
 from attnlib import gamp_fixed_point_table, gamp_tracking_table
 from attnlib.exceptions import CacheWarning
 from attnlib.params import TaskParams
-from attnlib.quadrature import Quadrature
+from attnlib.theory.quadrature import Quadrature
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 ALPHA = 2.0
@@ -32,9 +33,9 @@ def cache_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """Count the GAMP and state-evolution runs the tables start (the tables look these names up in gamp)."""
+    """Count the GAMP and state-evolution runs the tables start (the tables look these names up in gamp_tables)."""
     counts = {"gamp": 0, "se": 0}
-    real_gamp, real_se = gamp.run_gamp, gamp.state_evolution_iterates
+    real_gamp, real_se = gamp_tables.run_gamp, gamp_tables.state_evolution_iterates
 
     def counting_gamp(*args, **kwargs):
         counts["gamp"] += 1
@@ -44,8 +45,8 @@ def calls(monkeypatch):
         counts["se"] += 1
         return real_se(*args, **kwargs)
 
-    monkeypatch.setattr(gamp, "run_gamp", counting_gamp)
-    monkeypatch.setattr(gamp, "state_evolution_iterates", counting_se)
+    monkeypatch.setattr(gamp_tables, "run_gamp", counting_gamp)
+    monkeypatch.setattr(gamp_tables, "state_evolution_iterates", counting_se)
     return counts
 
 
@@ -87,7 +88,7 @@ def test_gamp_tracked_by_state_evolution_semantic(table):
     assert np.max(np.abs(g.m_se)) < 1e-8  # m = 0 is preserved by the state evolution (to round-off)
     # the empirical conjugate V_hat (Stein's lemma in the SE, divergence with jumps in GAMP)
     assert np.nanmax(np.abs(g.V_hat_gamp / g.V_hat_se - 1)) < 0.15
-    # both approach the semantic fixed point (spec section 4: theta = 0.1586)
+    # both approach the semantic fixed point (paper reference value: theta = 0.1586)
     assert g.theta_se.iloc[-1] == pytest.approx(0.1586, rel=0.05)
     assert g.theta_gamp.iloc[-1] == pytest.approx(0.1586, rel=0.08)
 
@@ -106,8 +107,8 @@ def test_gamp_tracked_by_state_evolution_positional(table):
 def test_tracking_table_is_cached_and_recomputes_corrupt_and_changed_keys(cache_dir, calls, monkeypatch):
     first = gamp_tracking_table(P, **SMALL)
     assert calls == {"gamp": 4, "se": 2}                     # 2 starts x 2 seeds, one SE per start
-    files = sorted(cache_dir.glob(f"{gamp.TRACK_NAMESPACE}-*.json"))
-    assert len(files) == 4 and len(list(cache_dir.glob(f"{gamp.SE_NAMESPACE}-*.json"))) == 2
+    files = sorted(cache_dir.glob(f"{gamp_tables.TRACK_NAMESPACE}-*.json"))
+    assert len(files) == 4 and len(list(cache_dir.glob(f"{gamp_tables.SE_NAMESPACE}-*.json"))) == 2
     # everything read back: no new runs, identical table
     again = gamp_tracking_table(P, **SMALL)
     assert calls == {"gamp": 4, "se": 2}

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from attnlib.attention import output_loss, output_loss_derivatives
-from attnlib.proximal import minimise_locally, prox_objective, resolve_backend, solve_prox
+from attnlib.theory.attention import output_loss, output_loss_derivatives
+from attnlib.theory.proximal import minimise_locally, prox_objective, resolve_backend, solve_prox
 
 BACKENDS = ["numpy"] + (["numba"] if resolve_backend("auto") == "numba" else [])
 

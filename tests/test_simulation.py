@@ -1,18 +1,18 @@
-"""Tests of the finite-d ERM simulation (attnlib.simulation) against finite differences, itself and the
-reference values of the spec (section 4)."""
+"""Tests of the finite-d ERM simulation (attnlib.finite_d.simulation) against finite differences, itself and the
+reference values of the paper (book/data/paper_reference.csv)."""
 import math
 
 import numpy as np
 import pytest
 
-from attnlib.data import make_task
+from attnlib.finite_d.data import make_task
 from attnlib.exceptions import ConvergenceWarning
-from attnlib.generalisation import linear_baseline_error
-from attnlib.generalisation import test_error_from_overlaps as eps_g_from_overlaps
+from attnlib.theory.generalisation import linear_baseline_error
+from attnlib.theory.generalisation import test_error_from_overlaps as eps_g_from_overlaps
 from attnlib.params import TaskParams
-from attnlib.simulation import (ERMObjective, fit_linear_baseline, gradient_descent,
+from attnlib.finite_d.simulation import (ERMObjective, fit_linear_baseline, gradient_descent,
                                 minimize_lbfgs, simulate_erm, student_output)
-from attnlib.simulation import test_error_from_overlaps_rho as eps_g_from_overlaps_rho
+from attnlib.finite_d.simulation import test_error_from_overlaps_rho as eps_g_from_overlaps_rho
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 A3 = np.array([[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6]])
@@ -143,7 +143,8 @@ def test_bad_input_names_the_parameter(kwargs, name):
 
 
 # ---------------------------------------------------------------------------------------------- d = 1000
-# Reference values: spec section 4 (sigma = 0.5, lambda = 0.01, standard A, omega = 0.3, alpha = 2).
+# Reference values: the paper's (book/data/paper_reference.csv; sigma = 0.5, lambda = 0.01, standard A,
+# omega = 0.3, alpha = 2).
 SE_SEMANTIC_EPS_G, SE_POSITIONAL_EPS_G, EPS_LIN = 0.001397, 0.003490, 0.001971
 
 

@@ -1,4 +1,4 @@
-"""attnlib.static_explorer: the JSON payload that the book page embeds, and its HTML wrapper."""
+"""attnlib.book.static_explorer: the JSON payload that the book page embeds, and its HTML wrapper."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlib.explorer import EXAMPLE_INPUTS, LINE_COLUMNS
-from attnlib.static_explorer import SIGNIFICANT_DIGITS, StaticExplorer, explorer_payload, static_explorer
+from attnlib.book.explorer_grid import EXAMPLE_INPUTS
+from attnlib.book.phase_table import LINE_COLUMNS
+from attnlib.book.static_explorer import SIGNIFICANT_DIGITS, StaticExplorer, explorer_payload, static_explorer
 
 
 def fake_grid() -> pd.DataFrame:

@@ -7,7 +7,7 @@ import pytest
 
 from attnlib import (Overlaps, Quadrature, SESolver, TaskParams, critical_alpha, linear_baseline_error,
                      solve_state_evolution, test_error_from_overlaps)
-from attnlib.proximal import solve_prox
+from attnlib.theory.proximal import solve_prox
 
 
 @pytest.mark.parametrize("kwargs, name", [
@@ -75,7 +75,7 @@ def test_other_rejections():
 
 
 def test_agnostic_point_holds_both_overlaps_for_any_A():
-    """m = 0 and theta = 0 are invariant for every A (spec section 7): the agnostic point of the alternative A
-    (no token-swap symmetry) keeps both exactly at zero."""
+    """m = 0 and theta = 0 are invariant for every A (book section (sec-branches)): the agnostic point of the
+    alternative A (no token-swap symmetry) keeps both exactly at zero."""
     res = solve_state_evolution(TaskParams(A=((0.3, 0.7), (0.8, 0.2))), 1.0, branch="agnostic")
     assert res.converged and res.m == 0.0 and res.theta == 0.0 and res.q > 0

@@ -8,7 +8,7 @@ import pytest
 from attnlib import (TaskParams, ThresholdNotFound, alpha_sweep, branch_curvature, branch_ends, critical_alpha,
                      linear_crossing_alpha, phase_diagram)
 from attnlib import Overlaps, solve_state_evolution
-from attnlib.sweeps import branch_point, branch_trace
+from attnlib.theory.sweeps import branch_point, branch_trace
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
@@ -107,7 +107,7 @@ def test_branch_following_stays_on_the_positional_branch():
     from dataclasses import replace
 
     from attnlib import SESolver
-    from attnlib.sweeps import DEFAULT_ALPHA_GRID
+    from attnlib.theory.sweeps import DEFAULT_ALPHA_GRID
 
     p = TaskParams(sigma=0.5, lam=0.01, omega=0.15)
     grid = [a for a in DEFAULT_ALPHA_GRID if a <= 0.83]
@@ -121,7 +121,7 @@ def test_branch_following_stays_on_the_positional_branch():
 
 def test_semantic_takeover_kinds():
     """Every way the global minimum can turn semantic, on made-up phase-table rows."""
-    from attnlib.sweeps import semantic_takeover
+    from attnlib.theory.sweeps import semantic_takeover
 
     nan = float("nan")
     base = {"alpha_c": nan, "semantic_lower_alpha": 0.6, "positional_upper_alpha": 1.5,

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 from attnlib import Overlaps, Quadrature, SESolver, TaskParams, solve_state_evolution
-from attnlib.arbiter import arbiter_table
-from attnlib.landscape import barrier_height, loss_along_path
-from attnlib.sim_sweeps import classify_minima
-from attnlib.stability import replicon, rs_diagnostics, tie_density
-from attnlib.state_evolution import conjugates_and_energy, se_nodes, symmetry_generators
-from attnlib.validity import fixed_point_near, rs_breakdown, rs_validity
+from attnlib.finite_d.arbiter import arbiter_table
+from attnlib.finite_d.landscape import barrier_height, loss_along_path
+from attnlib.finite_d.sim_sweeps import classify_minima
+from attnlib.theory.stability import replicon, rs_diagnostics, tie_density
+from attnlib.theory.state_evolution import conjugates_and_energy, se_nodes, symmetry_generators
+from attnlib.finite_d.validity import fixed_point_near, rs_breakdown, rs_validity
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
@@ -111,7 +111,7 @@ def test_solver_checks_at_the_edge():
     loss of the positional fixed point is the same under every quadrature rule and both proximal treatments to
     about 0.5 %, while m moves by much more; and the loss profile in m is flat: pinning m anywhere in
     [0.1, 0.19] costs less than 2 % of the relative loss."""
-    from attnlib.validity import pinned_profile, prox_coverage, solver_checks
+    from attnlib.finite_d.validity import pinned_profile, prox_coverage, solver_checks
 
     p = TaskParams(omega=0.0)
     a = 0.5384
@@ -120,7 +120,7 @@ def test_solver_checks_at_the_edge():
     assert res.converged and res.m > 0.1 and res.V > 20
     cov = prox_coverage(res, Quadrature("sobol-sym", 8), points=121)
     assert cov["nodes"] > 0 and cov["share_worse"] == 0 and cov["max_deficit"] < 1e-12
-    from attnlib.validity import SOLVER_CHECK_RULES
+    from attnlib.finite_d.validity import SOLVER_CHECK_RULES
 
     rules = [r for r in SOLVER_CHECK_RULES if "2^16" not in r[0]]  # (the 2^16 rule: in the book's data)
     checks = solver_checks(p, a, "positional", res.overlaps, rules=rules)

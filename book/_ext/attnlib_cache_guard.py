@@ -5,7 +5,7 @@ notebook's own code cells only, so editing ``attnlib`` would otherwise leave sta
 
 On ``config-inited`` this extension
 
-1. computes ``attnlib.cache.library_fingerprint()`` (version + hash of every ``attnlib/*.py``);
+1. computes ``attnlib.cache.library_fingerprint()`` (version + hash of every ``attnlib/**/*.py``);
 2. compares it with the stamp file ``<jupyter cache folder>.attnlib-fingerprint`` stored beside the jupyter
    cache (``_build/.jupyter_cache`` by default);
 3. if they differ (or there is no stamp), deletes the jupyter cache folder and writes the new stamp;
@@ -44,8 +44,9 @@ def _fingerprint() -> str:
         if spec is None or not spec.submodule_search_locations:
             return "attnlib-not-found"
         digest = hashlib.sha256()
-        for path in sorted(Path(next(iter(spec.submodule_search_locations))).glob("*.py")):
-            digest.update(path.name.encode())
+        package = Path(next(iter(spec.submodule_search_locations)))
+        for path in sorted(package.rglob("*.py")):
+            digest.update(path.relative_to(package).as_posix().encode())
             digest.update(path.read_bytes())
         return "unimportable+" + digest.hexdigest()[:16]
     return library_fingerprint()

@@ -1,7 +1,7 @@
 """State evolution (replica fixed-point equations) of the global minimum of the empirical risk.
 
-Implements spec section 3 for ``L = 2``, ``r = 1``. Given the overlaps ``(q, m, V, theta)``, for every
-quadrature node ``(xi, eta) ~ N(0, I_4)``
+Implements book chapter 4 (:eq:`eq-prox` to :eq:`eq-free-energy`) for ``L = 2``, ``r = 1``. Given the
+overlaps ``(q, m, V, theta)``, for every quadrature node ``(xi, eta) ~ N(0, I_4)``
 
     c = sqrt(q) xi + m s,   T = T(h*(xi, eta)),   h_hat = prox(c, T; V),   g = (h_hat - c) / V,
 
@@ -23,10 +23,10 @@ At the fixed point the training loss is ``eps_t = -Phi`` with
           + (sigma^2 q_hat + m_hat^2 + sigma^2 rho theta_hat^2)/(2D) - alpha E[M],
 
 ``M`` the minimal value of the proximal problem, and the test error is ``eps_g(q, m, theta)``
-(:func:`attnlib.generalisation.test_error_from_overlaps`).
+(:func:`attnlib.theory.generalisation.test_error_from_overlaps`).
 
 Branches are followed by holding an overlap at exactly zero, which symmetries preserve for every ``A``
-(spec sections 3 and 7; :func:`_hold`): ``"positional"`` holds ``theta = 0``, ``"semantic"`` holds ``m = 0``,
+(book :ref:`sec-branches`; :func:`_hold`): ``"positional"`` holds ``theta = 0``, ``"semantic"`` holds ``m = 0``,
 ``"agnostic"`` holds both and ``"free"`` neither (started from given overlaps, for example those of a
 finite-d minimiser). A branch's fixed point is the global minimum of the training loss *within* its
 invariant subspace; the state evolution says nothing about local minima of higher training loss.
@@ -36,19 +36,20 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import asdict, dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import expit
 
 from .attention import teacher_diagonal
-from .exceptions import ConvergenceWarning
+from ..exceptions import ConvergenceWarning
 from .generalisation import POSITION_SIGNS, test_error_from_overlaps
-from .params import TaskParams, check_alpha, check_finite_scalar
+from ..params import TaskParams, check_alpha, check_finite_scalar
 from .proximal import PROX_BACKENDS, PROX_MODES, minimise_locally, solve_prox
 from .quadrature import Quadrature
 
-__all__ = ["Overlaps", "Conjugates", "SESolver", "SEResult", "BRANCHES", "default_start", "symmetry_generators", "se_nodes",
-           "conjugates_and_energy", "overlaps_from_conjugates", "state_evolution_step",
+__all__ = ["Overlaps", "Conjugates", "SESolver", "SEResult", "BRANCHES", "default_start", "symmetry_generators",
+           "se_nodes", "conjugates_and_energy", "overlaps_from_conjugates", "state_evolution_step",
            "solve_state_evolution"]
 
 BRANCHES = ("semantic", "positional", "agnostic", "free")
@@ -56,7 +57,7 @@ BRANCHES = ("semantic", "positional", "agnostic", "free")
 
 @dataclass(frozen=True)
 class Overlaps:
-    """Order parameters ``(q, m, V, theta)`` of the student (spec section 2; ``V`` is the response width)."""
+    """Order parameters ``(q, m, V, theta)`` of the student (book :eq:`eq-overlaps`; ``V`` is the response width)."""
 
     q: float
     m: float
@@ -89,13 +90,13 @@ class SESolver:
     ----------
     quadrature : Quadrature
         Rule for the 4-dimensional expectation over ``(xi, eta)``, laid out in rotated coordinates
-        (:func:`se_nodes`; use an even Gauss-Hermite order).
+        (``se_nodes``; use an even Gauss-Hermite order).
     prox_mode : {"global", "from-zero"}
-        Treatment of the non-convex proximal problem (:mod:`attnlib.proximal`).
+        Treatment of the non-convex proximal problem (``attnlib.theory.proximal``).
     n_ring : int
         Extra starts of the global proximal search.
     prox_backend : {"auto", "numba", "numpy"}
-        Implementation of the proximal step (:func:`attnlib.proximal.resolve_backend`); the backends agree to
+        Implementation of the proximal step (``attnlib.theory.proximal.resolve_backend``); the backends agree to
         round-off, so this changes the speed, not the answer.
     tol : float
         Convergence when every overlap moves by less than ``tol`` relative (absolute below ``1e-4``).
@@ -125,8 +126,8 @@ class SESolver:
         Boltzmann mixture of its best and runner-up local minima at temperature ``tau`` (weight
         ``expit(-gap/tau)`` on the runner-up, ``M`` the soft minimum ``F_1 - tau log(1 + e^{-gap/tau})``),
         instead of the hard choice. The quadrature sum then varies smoothly where a node's proximal point
-        switches minimum, which pseudo-arclength continuation needs (:mod:`attnlib.continuation`); the
-        state evolution of spec section 3 is the limit ``tau -> 0`` (default 0: exact hard choice).
+        switches minimum, which pseudo-arclength continuation needs (``attnlib.theory.continuation``); the
+        state evolution of book chapter 4 is the limit ``tau -> 0`` (default 0: exact hard choice).
     """
 
     quadrature: Quadrature = field(default_factory=lambda: Quadrature("gauss-hermite", 12))
@@ -168,8 +169,8 @@ class SESolver:
 class SEResult:
     """A fixed point of the state evolution and what it predicts.
 
-    ``test_error`` is ``eps_g``, ``train_loss`` is ``eps_t = -Phi`` (spec sections 2-3). When
-    ``converged`` is False the numbers are the last iterate, not a fixed point.
+    ``test_error`` is ``eps_g``, ``train_loss`` is ``eps_t = -Phi`` (book :eq:`eq-train-loss`,
+    :eq:`eq-free-energy`). When ``converged`` is False the numbers are the last iterate, not a fixed point.
     """
 
     params: TaskParams
@@ -205,8 +206,8 @@ class SEResult:
 def _hold(params: TaskParams, branch: str, fix_m=None, fix_theta=None) -> tuple:
     """Pinned overlaps ``(m, theta)`` of a branch: a value to hold, or None for a free overlap.
 
-    ``m = 0`` and ``theta = 0`` are invariant subspaces of the state evolution for every ``A`` (spec
-    sections 3 and 7): flipping the sign of all Gaussian inputs ``(xi, eta)`` maps ``c -> -c`` at ``m = 0``
+    ``m = 0`` and ``theta = 0`` are invariant subspaces of the state evolution for every ``A`` (book
+    :ref:`sec-branches`): flipping the sign of all Gaussian inputs ``(xi, eta)`` maps ``c -> -c`` at ``m = 0``
     and leaves both attention maps unchanged (they depend on quadratic forms only), so ``g -> -g`` and
     ``m_hat = alpha E[s . g] = 0``; flipping ``eta`` alone at ``theta = 0`` leaves ``c`` and ``T`` unchanged and
     flips the ``theta_hat`` integrand. The semantic branch holds ``m = 0``, the positional one ``theta = 0``,
@@ -289,7 +290,7 @@ def se_nodes(quadrature: Quadrature, generators: tuple = ()) -> tuple[np.ndarray
 def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: np.ndarray,
                           weights: np.ndarray, solver: SESolver, hold=(None, None),
                           warm: tuple | None = None):
-    """Conjugates of the overlaps ``x`` (spec section 3), the mean proximal value ``E[M]`` and the proximal
+    """Conjugates of the overlaps ``x`` (book :eq:`eq-conjugates`), the mean proximal value ``E[M]`` and the proximal
     points.
 
     Without ``warm`` the proximal step is the solver's deterministic one (``solver.prox_mode``). With
@@ -352,7 +353,7 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
 
 
 def overlaps_from_conjugates(params: TaskParams, hat: Conjugates) -> Overlaps:
-    """The input-side update of spec section 3 (ridge penalty + positional direction)."""
+    """The input-side update of book :eq:`eq-overlap-update` (ridge penalty + positional direction)."""
     s2, rho = params.sigma**2, params.rho
     D = params.lam + s2 * hat.V_hat
     if not D > 0:
@@ -386,7 +387,7 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
                           start: Overlaps | None = None, solver: SESolver | None = None,
                           record_history: bool = False, fix_m: float | None = None,
                           fix_theta: float | None = None) -> SEResult:
-    """Iterate the state evolution of spec section 3 to a fixed point on a branch.
+    """Iterate the state evolution of book chapter 4 to a fixed point on a branch.
 
     Parameters
     ----------
@@ -398,14 +399,14 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         Which fixed point to follow; symmetric overlaps are held at exactly zero (module docstring);
         ``"free"`` holds none (give ``start``).
     start : Overlaps, optional
-        Initial overlaps (a warm start); default :func:`default_start`.
+        Initial overlaps (a warm start); default ``default_start``.
     solver : SESolver, optional
         Numerical settings.
     record_history : bool
         Keep the residual of every iteration in ``residual_history``.
     fix_m, fix_theta : float, optional
-        Pin an overlap at a given value (a constrained minimisation; see :func:`conjugates_and_energy`).
-        Used to measure the curvature of the training loss across a branch (:mod:`attnlib.sweeps`).
+        Pin an overlap at a given value (a constrained minimisation; see ``conjugates_and_energy``).
+        Used to measure the curvature of the training loss across a branch (``attnlib.theory.sweeps``).
 
     Returns
     -------
@@ -421,6 +422,24 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     alpha = check_alpha(alpha)
     solver = solver or SESolver()
     hold = _hold(params, branch, fix_m, fix_theta)
+    x = _resolve_start(params, branch, start, hold)
+    fine, coarse = _quadrature_rules(params, solver, hold, cold=start is None)
+    out = _iterate(params, alpha, x, solver, hold, fine, coarse)
+    result = _fixed_point_result(params, alpha, branch, out, fix_m is not None or fix_theta is not None,
+                                 record_history, t0)
+    if not out.converged:
+        why = out.failure or f"residual {out.residuals[-1]:.2e} > tol {solver.tol:g} after {out.n_iter} iterations"
+        warnings.warn(f"state evolution did not converge (branch={branch}, alpha={alpha:g}, "
+                      f"omega={params.omega:g}): {why}", ConvergenceWarning, stacklevel=2)
+    return result
+
+
+def _resolve_start(params: TaskParams, branch: str, start: Overlaps | None, hold: tuple) -> Overlaps:
+    """The first iterate of :func:`solve_state_evolution`: ``start`` (default: the branch's default start)
+    with the pinned overlaps of ``hold`` set.
+
+    Raises ``ValueError`` if ``start`` is not an :class:`Overlaps` or lies outside the domain.
+    """
     x = start if start is not None else default_start(params, branch)
     if not isinstance(x, Overlaps):
         raise ValueError(f"start must be an Overlaps instance, got {type(x).__name__}")
@@ -430,12 +449,98 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         _check_state(x, params.rho)
     except FloatingPointError as exc:
         raise ValueError(f"start must satisfy q > 0, V > 0, theta^2 <= rho q: {exc}") from None
+    return x
+
+
+def _quadrature_rules(params: TaskParams, solver: SESolver, hold: tuple, cold: bool):
+    """Nodes and weights of the fine rule and, from a ``cold`` start, of the coarse one (else None), folded by
+    the symmetries of the branch (:func:`symmetry_generators`)."""
     generators = symmetry_generators(params, hold)
     fine = se_nodes(solver.quadrature, generators)
     # the coarse transient only pays from a cold start; a warm start is already close to the fine fixed point
-    coarse = se_nodes(solver.coarse_quadrature, generators) if solver.coarse_quadrature and start is None else None
-    nodes, weights = coarse if coarse is not None else fine  # coarse rule for the transient
+    coarse = se_nodes(solver.coarse_quadrature, generators) if solver.coarse_quadrature and cold else None
+    return fine, coarse
 
+
+class _Outcome(NamedTuple):
+    """Where :func:`_iterate` stopped: the last iterate ``x`` with its conjugates ``hat`` and mean proximal
+    value ``mean_M``, whether it converged (else ``failure``, or None when the iterations ran out), the
+    iterations done and the residual of every accepted iteration."""
+
+    x: Overlaps
+    hat: Conjugates
+    mean_M: float
+    converged: bool
+    failure: str | None
+    n_iter: int
+    residuals: list
+
+
+def _evaluate(params: TaskParams, alpha: float, x: Overlaps, nodes: np.ndarray, weights: np.ndarray,
+              solver: SESolver, hold: tuple, warm: tuple | None, cheap: bool):
+    """One evaluation of the map at ``x``: a cheap step (local descent from ``warm``) if ``cheap``, confirmed
+    by the full (deterministic) proximal search at the same point when it meets the tolerance.
+
+    ``FloatingPointError`` when the image leaves the domain.
+
+    Returns
+    -------
+    hat, mean_M, warm
+        As :func:`conjugates_and_energy`.
+    xa, fa : ndarray
+        ``x`` and its image as arrays.
+    res : float
+        The residual.
+    unconfirmed : bool
+        True when a cheap step met the tolerance and the full search did not.
+    """
+    hat, mean_M, warm = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold,
+                                              warm=warm if cheap else None)
+    fx_ov = overlaps_from_conjugates(params, hat)
+    _check_state(fx_ov, params.rho)
+    xa, fa = x.as_array(), fx_ov.as_array()
+    res = _residual(xa, fa)
+    unconfirmed = False
+    if res < solver.tol and cheap:
+        # confirm with the full (deterministic) proximal search at the same point
+        hat, mean_M, warm = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
+        fx_ov = overlaps_from_conjugates(params, hat)
+        _check_state(fx_ov, params.rho)
+        fa = fx_ov.as_array()
+        res = _residual(xa, fa)
+        unconfirmed = res >= solver.tol
+    return hat, mean_M, warm, xa, fa, res, unconfirmed
+
+
+def _damped_step(xa: np.ndarray, fa: np.ndarray, damping: float) -> Overlaps:
+    """The plain damped step ``(1 - damping) x + damping F(x)``."""
+    return Overlaps.from_array((1 - damping) * xa + damping * fa)
+
+
+def _next_iterate(xa: np.ndarray, fa: np.ndarray, hist_x: list, hist_f: list, solver: SESolver,
+                  rho: float) -> Overlaps:
+    """The next iterate from ``x`` and its image: the Anderson-mixed one (:func:`_mix`), or a plain damped step
+    (with the mixing history cleared) if that leaves the domain."""
+    cand = Overlaps.from_array(_mix(xa, fa, hist_x, hist_f, solver))
+    try:
+        _check_state(cand, rho)
+    except FloatingPointError:
+        hist_x.clear()
+        hist_f.clear()
+        cand = _damped_step(xa, fa, solver.damping)
+    return cand
+
+
+def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, hold: tuple, fine: tuple,
+             coarse: tuple | None) -> _Outcome:
+    """The damped, Anderson-accelerated iteration of :func:`solve_state_evolution` from ``x``.
+
+    The ``coarse`` rule (if any) runs the transient and hands over to the ``fine`` one; cheap proximal steps
+    are taken between full searches once the iterate moves little; an update that leaves the domain is
+    backtracked; an accelerated step that makes the residual grow is rejected. When it does not converge,
+    the conjugates and energy are those of the returned (last valid) point.
+    """
+    nodes, weights = coarse if coarse is not None else fine  # coarse rule for the transient
     warm = None  # proximal points of the previous iteration (cheap local steps between full searches)
     coarse_image = None  # F(x) of the coarse rule at the hand-over point
     accepted = None  # last accepted iterate and its image
@@ -445,26 +550,15 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     converged = False
     failure = None
     last_valid, n_backtrack = None, 0
+    hat = mean_M = None
     it = 0
     for it in range(1, solver.max_iter + 1):
+        # cheap steps (local descent from the last proximal points) only once the iterate moves little
+        cheap = (warm is not None and failed_confirmations < 3 and bool(residuals)
+                 and residuals[-1] < solver.cheap_below)
         try:
-            # cheap steps (local descent from the last proximal points) only once the iterate moves little
-            cheap = (warm is not None and failed_confirmations < 3 and bool(residuals)
-                     and residuals[-1] < solver.cheap_below)
-            hat, mean_M, warm = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold,
-                                                      warm=warm if cheap else None)
-            fx_ov = overlaps_from_conjugates(params, hat)
-            _check_state(fx_ov, params.rho)
-            xa, fa = x.as_array(), fx_ov.as_array()
-            res = _residual(xa, fa)
-            if res < solver.tol and cheap:
-                # confirm with the full (deterministic) proximal search at the same point
-                hat, mean_M, warm = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
-                fx_ov = overlaps_from_conjugates(params, hat)
-                _check_state(fx_ov, params.rho)
-                fa = fx_ov.as_array()
-                res = _residual(xa, fa)
-                failed_confirmations += res >= solver.tol
+            hat, mean_M, warm, xa, fa, res, unconfirmed = _evaluate(params, alpha, x, nodes, weights, solver,
+                                                                    hold, warm, cheap)
         except FloatingPointError as exc:
             # the update left the domain (e.g. V_hat < -lambda/sigma^2 on a non-convex stretch): step back
             # half-way towards the last valid iterate, a few times, before giving up
@@ -477,6 +571,7 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
             x = Overlaps.from_array(0.5 * (x.as_array() + last_valid))
             warm = None
             continue
+        failed_confirmations += unconfirmed
         last_valid, n_backtrack = xa, 0
         if coarse is not None and (res < solver.coarse_until or it >= solver.max_iter // 2):
             # switch to the fine rule (same x, next iteration); the proximal warm starts are dropped
@@ -500,7 +595,7 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
             hist_f.clear()
             xa_prev, fa_prev = accepted
             accepted = None  # a rejected step is not rejected twice in a row
-            x = Overlaps.from_array((1 - solver.damping) * xa_prev + solver.damping * fa_prev)
+            x = _damped_step(xa_prev, fa_prev, solver.damping)
             warm = None
             continue
         accepted = (xa, fa)
@@ -508,32 +603,31 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         if res < solver.tol:
             converged = True  # x is a fixed point; hat and mean_M were computed at x
             break
-        new = _mix(xa, fa, hist_x, hist_f, solver)
-        cand = Overlaps.from_array(new)
-        try:
-            _check_state(cand, params.rho)
-        except FloatingPointError:
-            hist_x.clear()
-            hist_f.clear()
-            cand = Overlaps.from_array((1 - solver.damping) * xa + solver.damping * fa)
-        x = cand
+        x = _next_iterate(xa, fa, hist_x, hist_f, solver, params.rho)
 
     if not converged:  # conjugates and energy at the returned (last valid) point
         hat, mean_M, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
-    phi = _free_energy(params, alpha, x, hat, mean_M)
-    if fix_m is None and fix_theta is None and (x.theta < 0 if branch in ("semantic", "free") else x.m < 0):
+    return _Outcome(x=x, hat=hat, mean_M=mean_M, converged=converged, failure=failure, n_iter=it,
+                    residuals=residuals)
+
+
+def _fixed_point_result(params: TaskParams, alpha: float, branch: str, out: _Outcome, pinned: bool,
+                        record_history: bool, t0: float) -> SEResult:
+    """The :class:`SEResult` of the iteration's outcome ``out``: the free energy (``eps_t = -Phi``) and the test
+    error at its last point, in the representative with the branch's defining overlap positive (unless an
+    overlap is ``pinned``); ``seconds`` counted from ``t0``."""
+    x, hat = out.x, out.hat
+    phi = _free_energy(params, alpha, x, hat, out.mean_M)
+    if not pinned and (x.theta < 0 if branch in ("semantic", "free") else x.m < 0):
         # Q -> -Q leaves the model invariant and flips (m, theta): report the representative with the
         # branch's defining overlap positive
         x = Overlaps(q=x.q, m=-x.m, V=x.V, theta=-x.theta)
         hat = Conjugates(hat.q_hat, -hat.m_hat, hat.V_hat, -hat.theta_hat)
     eps_g = test_error_from_overlaps(params, x.q, x.m, x.theta)
-    if not converged:
-        why = failure or f"residual {residuals[-1]:.2e} > tol {solver.tol:g} after {it} iterations"
-        warnings.warn(f"state evolution did not converge (branch={branch}, alpha={alpha:g}, "
-                      f"omega={params.omega:g}): {why}", ConvergenceWarning, stacklevel=2)
+    residuals = out.residuals
     return SEResult(params=params, alpha=alpha, branch=branch, q=x.q, m=x.m, V=x.V, theta=x.theta,
                     q_hat=hat.q_hat, m_hat=hat.m_hat, V_hat=hat.V_hat, theta_hat=hat.theta_hat,
-                    test_error=eps_g, train_loss=-phi, converged=converged, n_iter=it,
+                    test_error=eps_g, train_loss=-phi, converged=out.converged, n_iter=out.n_iter,
                     residual=residuals[-1] if residuals else float("inf"),
                     seconds=time.perf_counter() - t0,
                     residual_history=tuple(residuals) if record_history else ())

@@ -1,7 +1,7 @@
 """The explorer of the published book page: precomputed data embedded in the HTML, drawn in the browser.
 
-A static web page has no Python kernel, so the live widget (:func:`attnlib.explorer.make_explorer`) cannot
-run there. Instead the book computes :func:`attnlib.explorer.explorer_grid` (both branches of the state
+A static web page has no Python kernel, so the live widget (:func:`attnlib.book.explorer.make_explorer`) cannot
+run there. Instead the book computes :func:`attnlib.book.explorer.explorer_grid` (both branches of the state
 evolution on an ``omega x alpha`` grid) when it is built, and this module turns that table into
 
 * :func:`explorer_payload`: a compact JSON document (arrays indexed ``[omega][alpha]``, numbers rounded to
@@ -13,7 +13,7 @@ evolution on an ``omega x alpha`` grid) when it is built, and this module turns 
   maps and a readout of the numbers. Outside the book (e.g. in JupyterLab) the div shows a short note instead.
 
 The thresholds ``alpha_c``, ``alpha_l`` and the branch ends in the payload are those of the phase table at the
-grid's ``omega`` (columns of the grid, :func:`attnlib.explorer.phase_lines`), not read off the grid.
+grid's ``omega`` (columns of the grid, :func:`attnlib.book.phase_table.phase_lines`), not read off the grid.
 """
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from .explorer import DEFAULTS, EXAMPLE_INPUTS, LINE_COLUMNS
+from .explorer import DEFAULTS
+from .explorer_grid import EXAMPLE_INPUTS
+from .phase_table import LINE_COLUMNS
 
 __all__ = ["PAYLOAD_VERSION", "SIGNIFICANT_DIGITS", "explorer_payload", "StaticExplorer", "static_explorer"]
 
@@ -58,11 +60,11 @@ def _n_examples(grid: pd.DataFrame) -> int:
 
 
 def explorer_payload(grid: pd.DataFrame, examples=EXAMPLE_INPUTS, initial: dict | None = None) -> dict:
-    """The JSON document that the page's JavaScript draws, from an :func:`~attnlib.explorer.explorer_grid`
+    """The JSON document that the page's JavaScript draws, from an :func:`~attnlib.book.explorer.explorer_grid`
     table.
 
     ``examples`` are the example inputs the table was computed with (for the labels); ``initial`` gives the
-    ``omega`` and ``alpha`` shown first (default :data:`attnlib.explorer.DEFAULTS`; the nearest grid point).
+    ``omega`` and ``alpha`` shown first (default :data:`attnlib.book.explorer.DEFAULTS`; the nearest grid point).
 
     Raises
     ------
@@ -98,7 +100,7 @@ def explorer_payload(grid: pd.DataFrame, examples=EXAMPLE_INPUTS, initial: dict 
                "ex": _nums(np.stack([first[[f"T11_ex{j}", f"T22_ex{j}"]].to_numpy() for j in range(k)], 1))}
     missing = [c for c in LINE_COLUMNS if c not in grid.columns]
     if missing:
-        raise ValueError(f"grid lacks the phase-table columns {missing} (made by attnlib.explorer.explorer_grid)")
+        raise ValueError(f"grid lacks the phase-table columns {missing} (made by attnlib.book.explorer.explorer_grid)")
     per_omega = grid.groupby("omega")[list(LINE_COLUMNS)]
     if (per_omega.nunique(dropna=False) > 1).any(axis=None):
         raise ValueError("the phase-table columns must be constant at each omega")
@@ -130,7 +132,7 @@ class StaticExplorer:
 
     FALLBACK = ("Interactive explorer: its sliders run in the published book page (book/_static/explorer.js). "
                 "In a notebook with a Python kernel, use the live widget instead: "
-                "from attnlib.explorer import make_explorer; make_explorer().")
+                "from attnlib.book.explorer import make_explorer; make_explorer().")
 
     def __init__(self, payload: dict, element_id: str = "attnlib-explorer"):
         self.payload = payload
@@ -153,6 +155,6 @@ class StaticExplorer:
 
 
 def static_explorer(grid: pd.DataFrame, **kwargs) -> StaticExplorer:
-    """:class:`StaticExplorer` of an :func:`~attnlib.explorer.explorer_grid` table (``kwargs`` go to
+    """:class:`StaticExplorer` of an :func:`~attnlib.book.explorer.explorer_grid` table (``kwargs`` go to
     :func:`explorer_payload`)."""
     return StaticExplorer(explorer_payload(grid, **kwargs))

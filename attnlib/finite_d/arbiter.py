@@ -3,7 +3,7 @@ thresholds they imply, with errors and their extrapolation to ``d -> infinity``.
 
 Where the state evolution (the replica-symmetric theory of the global minimum) and finite-``d`` training
 disagree, the finite-``d`` minimiser, followed over ``d`` and extrapolated, decides. For given task
-parameters :func:`arbiter_table` runs L-BFGS (:func:`attnlib.simulation.minimize_lbfgs`, the analytic
+parameters :func:`arbiter_table` runs L-BFGS (:func:`attnlib.finite_d.simulation.minimize_lbfgs`, the analytic
 gradient, tight tolerances) from the semantic start ``Q = Q*`` and from the positional start
 ``Q = 1_d/sqrt d`` over a grid of ``alpha``, several seeds and several ``d`` (default 1000, 2000, 4000), on a
 normalised teacher (``||Q*||^2 = d``), and returns a tidy table, one row per run, each run cached on disk.
@@ -34,13 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .cache import cached
-from .attention import teacher_diagonal
-from .data import check_int, make_task, seed_streams
-from .parallel import run_jobs
-from .params import TaskParams, check_alpha, check_positive
-from .generalisation import linear_baseline_error
-from .quadrature import Quadrature
+from ..cache import cached
+from ..theory.attention import teacher_diagonal
+from .data import make_task, seed_streams
+from ..parallel import run_jobs
+from ..params import TaskParams, check_alpha, check_int, check_positive
+from ..theory.generalisation import linear_baseline_error
+from ..theory.quadrature import Quadrature
 from .simulation import ERMObjective, initial_Q, minimize_lbfgs, n_samples, overlaps, test_error_from_overlaps_rho
 
 __all__ = ["ARBITER_STARTS", "DEFAULT_DS", "DEFAULT_SEEDS", "finite_d_minimum", "arbiter_table",
@@ -61,12 +61,12 @@ def finite_d_minimum(params: TaskParams, d: int, alpha: float, start: str = "sem
                      normalize_teacher: bool = True, use_cache: bool = True, via_gamp: bool = False) -> dict:
     """One L-BFGS minimisation of the empirical risk at finite ``d`` (cached), as a tidy row.
 
-    The data are those of :func:`attnlib.simulation.simulate_erm` with the same ``seed`` (teacher and
+    The data are those of :func:`attnlib.simulate_erm` with the same ``seed`` (teacher and
     training set from the same streams), so rows with equal ``(d, alpha, seed)`` share their data; no test set
     is drawn (the arbiter compares training losses and overlaps).
 
     With ``via_gamp`` the minimisation starts instead from the estimate of 100 iterations of GAMP
-    (:func:`attnlib.gamp.run_gamp`, started at the overlaps of the named start; converged or not), the
+    (:func:`attnlib.run_gamp`, started at the overlaps of the named start; converged or not), the
     algorithm whose iterates the state evolution tracks: a way into minima that a descent from the named
     starts does not reach.
 
@@ -145,7 +145,7 @@ def arbiter_table(params: TaskParams, alphas, ds=DEFAULT_DS, seeds=DEFAULT_SEEDS
 
 def loss_zero_theory(params: TaskParams, alpha: float, order: int = 60) -> float:
     """``lim R(0)/d = alpha sigma^2 E sum_l (1/2 - T_ll)^2``: the training loss of ``Q = 0`` (both attention
-    rows uniform) in the high-dimensional limit (spec sections 1-2)."""
+    rows uniform) in the high-dimensional limit (book :eq:`eq-risk`, :eq:`eq-diagonal-loss`)."""
     alpha = check_alpha(alpha)
     x, w = Quadrature("gauss-hermite", order).points(2)
     t = teacher_diagonal(params.sigma * x, params)
@@ -325,7 +325,7 @@ def finite_d_linear_alpha(table: pd.DataFrame, n_boot: int = 2000, seed: int = 0
     Per ``(d, alpha, seed)`` the global minimiser is the start of lower training loss on that data (the same
     comparison as :func:`finite_d_critical_alpha`); its test error is the Gaussian-equivalent
     ``eps_g(q, m, theta)`` for the run's teacher variance ``rho_hat``
-    (:func:`attnlib.simulation.test_error_from_overlaps_rho`, exact up to ``O(1/d)``). The seed-mean of
+    (:func:`attnlib.finite_d.simulation.test_error_from_overlaps_rho`, exact up to ``O(1/d)``). The seed-mean of
     ``eps_g - eps_lin`` changes sign from + to - at the threshold, located per ``d`` with a bootstrap error
     and extrapolated in ``1/d`` (module docstring). ``table`` is an :func:`arbiter_table` of one task.
 

@@ -1,8 +1,8 @@
 """Where the replica-symmetric fixed point can be trusted: local stability and the proximal jumps.
 
 The state evolution is the replica-symmetric (RS) description of the global minimum of the empirical risk
-(spec sections 3 and 7). Two diagnostics of a fixed point are computed here; :mod:`attnlib.validity` compares
-the fixed points with finite-d minimisers directly.
+(book chapter 4 and :ref:`sec-branches`). Two diagnostics of a fixed point are computed here;
+:mod:`attnlib.finite_d.validity` compares the fixed points with finite-d minimisers directly.
 
 **Replicon (smooth part).** Perturb the minimiser ``Q_hat`` by a small random direction. Each sample's
 pre-activations move by ``delta h``, its output gradient by ``(I - J) delta h / V`` with
@@ -31,7 +31,7 @@ import numpy as np
 
 from .attention import output_loss_derivatives, teacher_diagonal
 from .generalisation import POSITION_SIGNS
-from .params import check_positive
+from ..params import check_positive
 from .proximal import solve_prox
 from .quadrature import Quadrature
 from .state_evolution import SEResult, se_nodes

@@ -1,13 +1,13 @@
 """Sweeps of finite-d ERM simulations over a grid, in parallel, each point cached on disk.
 
-Every grid point is one call of :func:`attnlib.simulation.simulate_erm`, cached with the
+Every grid point is one call of :func:`attnlib.finite_d.simulation.simulate_erm`, cached with the
 :mod:`attnlib.cache` machinery under a key made of every argument of the run (task parameters, ``d``,
 ``alpha``, seed, start, method and options) plus the library fingerprint. Because points are cached one by
 one, an interrupted sweep resumes where it stopped: finished points are read back, missing or corrupt ones
 (reported with :class:`~attnlib.exceptions.CacheWarning`) are recomputed.
 
 The result is a tidy table: a list of dict rows (one per run, the fields of
-:meth:`attnlib.simulation.ERMResult.as_dict`); :func:`rows_to_columns` turns it into a dict of numpy
+:meth:`attnlib.finite_d.simulation.ERMResult.as_dict`); :func:`rows_to_columns` turns it into a dict of numpy
 columns (no pandas needed).
 """
 from __future__ import annotations
@@ -16,10 +16,9 @@ import itertools
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from .cache import cached
-from .data import check_int
-from .parallel import run_jobs
-from .params import TaskParams
+from ..cache import cached
+from ..parallel import run_jobs
+from ..params import TaskParams, check_int
 from .simulation import METHODS, STARTS, simulate_erm
 
 __all__ = ["CACHE_NAMESPACE", "erm_point", "sweep_grid", "erm_sweep", "rows_to_columns", "classify_minima"]
@@ -32,7 +31,7 @@ def erm_point(params: TaskParams, d: int, alpha: float, start: str = "semantic",
               method: str = "gd", use_cache: bool = True, **options: Any) -> dict[str, Any]:
     """One ERM run as a tidy row, cached on disk.
 
-    Parameters are those of :func:`attnlib.simulation.simulate_erm` (``options`` are passed on, e.g.
+    Parameters are those of :func:`attnlib.simulate_erm` (``options`` are passed on, e.g.
     ``lr``, ``steps``, ``n_test``, ``rank``, ``normalize_teacher``); the final ``Q`` is not cached.
     Convergence warnings of the run are issued when it is computed, not when it is read back; the row's
     ``converged`` field records the outcome either way.
@@ -89,20 +88,20 @@ def erm_sweep(params: TaskParams | Sequence[TaskParams] = TaskParams(), alphas: 
               ds: Iterable[int] = (1000,), seeds: Iterable[int] = (0,), starts: Iterable[str] = ("semantic",),
               methods: Iterable[str] = ("lbfgs",), omegas: Iterable[float] | None = None, n_jobs: int = 1,
               progress: bool = False, use_cache: bool = True, **options: Any) -> list[dict[str, Any]]:
-    """Run ERM over a grid (see :func:`sweep_grid`) with joblib, each point cached individually.
+    """Run ERM over a grid (see ``sweep_grid``) with joblib, each point cached individually.
 
     Parameters
     ----------
     params, alphas, ds, seeds, starts, methods, omegas
         Axes of the grid (scalars or iterables).
     n_jobs : int
-        Worker processes for :class:`joblib.Parallel` (1: in this process; -1: all cores).
+        Worker processes for ``joblib.Parallel`` (1: in this process; -1: all cores).
     progress : bool
         Show a tqdm progress bar.
     use_cache : bool
         Read and write the disk cache (``$ATTNLIB_CACHE_DIR``).
     **options
-        Passed to :func:`attnlib.simulation.simulate_erm` (``lr``, ``steps``, ``n_test``, ``rank``, ...).
+        Passed to :func:`attnlib.simulate_erm` (``lr``, ``steps``, ``n_test``, ``rank``, ...).
 
     Returns
     -------

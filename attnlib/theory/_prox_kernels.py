@@ -1,5 +1,5 @@
 """Compiled (numba) kernels of the proximal step: the same algorithm as the vectorised numpy code of
-:mod:`attnlib.proximal`, written per node and compiled; the loop over nodes runs in one thread (parallel sweeps
+:mod:`attnlib.theory.proximal`, written per node and compiled; the loop over nodes runs in one thread (parallel sweeps
 run in joblib processes, which threads inside each would oversubscribe).
 
 Per node the work is a handful of 2-d Newton steps; in numpy every step is some fifty array operations over
@@ -7,7 +7,7 @@ all active nodes, with temporaries and per-call overhead, while here a node is f
 results agree with the numpy backend to round-off (``tests/test_prox.py``); the numpy code stays as the
 reference and as the fallback when numba is not installed.
 
-Algorithm (see :func:`attnlib.proximal.minimise_locally`): Newton's method on
+Algorithm (see :func:`attnlib.theory.proximal.minimise_locally`): Newton's method on
 ``F(h) = ||h - c||^2/(2V) + sigma^2 sum_l (sigmoid(a_l(h)) - t_l)^2`` with ``a_1 = h_1(h_1 - h_2)``,
 ``a_2 = h_2(h_2 - h_1)``, the Hessian shifted so that its smallest eigenvalue is at least ``1/(4V)``, and an
 Armijo backtracking line search over the step sizes ``1, 1/2, ..., 1/2^11`` (with a round-off allowance of
@@ -108,7 +108,7 @@ def local_prox(h0, c, t, V, sigma, tol, max_iter):
 @njit(cache=True)
 def global_prox(c, t, V, sigma, n_ring, tol, max_iter):
     """Multi-start descent of every node (starts: ``c``, ``0`` and ``n_ring`` ring points, as
-    :func:`attnlib.proximal._ring_starts`); keeps the lowest minimum, and the best *other* local minimum
+    :func:`attnlib.theory.proximal._ring_starts`); keeps the lowest minimum, and the best *other* local minimum
     (the runner-up, ``h_alt``) with the gap between the two (``inf`` and ``h_alt = h`` if there is none).
 
     Returns ``(h, value, grad_norm, gap, h_alt, max iterations)``.

@@ -1,9 +1,10 @@
 """Pseudo-arclength continuation of the state-evolution fixed points along ``alpha``.
 
-A branch is a curve of fixed points ``x = F(x; alpha)`` of the state evolution (spec section 3) with its
-symmetric overlap held at zero (:func:`attnlib.state_evolution._hold`). Damped iteration follows it only while
-the fixed point attracts the iteration, and it slows down (or jumps to another fixed point) where the branch
-ends. Here the fixed point is instead continued as a solution curve of the residual
+A branch is a curve of fixed points ``x = F(x; alpha)`` of the state evolution (book chapter 4,
+:ref:`sec-continuation`) with its symmetric overlap held at zero (:func:`attnlib.theory.state_evolution._hold`).
+Damped iteration follows it only while the fixed point attracts the iteration, and it slows down (or jumps
+to another fixed point) where the branch ends. Here the fixed point is instead continued as a solution curve
+of the residual
 
     r(u, t) = U(F(x(u); e^t)) - u = 0,     t = log alpha,
 
@@ -15,7 +16,7 @@ differences (``k + 1`` evaluations of ``F`` for ``k`` free overlaps) once per st
 within the corrector. The tangent ``tau`` is its null vector, oriented like the previous one.
 
 Every evaluation of ``F`` uses the solver's deterministic global proximal search
-(:func:`attnlib.proximal.solve_prox`), so ``r`` is a fixed function. It is only piecewise smooth: when the
+(:func:`attnlib.theory.proximal.solve_prox`), so ``r`` is a fixed function. It is only piecewise smooth: when the
 proximal point of a quadrature node switches between local minima the map jumps by about that node's weight
 (~1e-6 relative at the default Gauss-Hermite order 12). The finite-difference step (:attr:`Continuation.fd_step`)
 is chosen well above that level and the Newton tolerance at it; a rougher map (fewer nodes) would need a
@@ -48,9 +49,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from .exceptions import ConvergenceWarning
+from ..exceptions import ConvergenceWarning
 from .generalisation import test_error_from_overlaps
-from .params import TaskParams, check_alpha, check_finite_scalar, check_positive
+from ..params import TaskParams, check_alpha, check_finite_scalar, check_positive
 from .state_evolution import (BRANCHES, Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy,
                               _hold, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
                               solve_state_evolution, symmetry_generators)
@@ -160,7 +161,7 @@ class FixedPointMap:
 
     ``u = (log q, m/rho, log V, theta/rho)`` restricted to :data:`FREE_OVERLAPS` ``[branch]``; ``t = log alpha``.
     :meth:`residual` is ``U(F(x(u); e^t)) - u``; held overlaps are pinned at zero exactly as in
-    :func:`attnlib.state_evolution.solve_state_evolution`, with the quadrature folded by the same symmetries.
+    :func:`attnlib.theory.state_evolution.solve_state_evolution`, with the quadrature folded by the same symmetries.
     """
 
     def __init__(self, params: TaskParams, branch: str, solver: SESolver | None = None):
@@ -240,7 +241,7 @@ class FixedPointMap:
 
     def result(self, u: np.ndarray, t: float, residual: float, converged: bool, n_iter: int,
                seconds: float = 0.0) -> SEResult:
-        """The fixed point at ``u`` as an :class:`~attnlib.state_evolution.SEResult` (conjugates, ``eps_t``,
+        """The fixed point at ``u`` as an :class:`~attnlib.theory.state_evolution.SEResult` (conjugates, ``eps_t``,
         ``eps_g``), in the representative with a non-negative defining overlap."""
         x, hat, mean_M, _, _ = self.evaluate(u, t)
         alpha = math.exp(t)
@@ -350,7 +351,7 @@ def newton_fixed_point(params: TaskParams, alpha: float, branch: str, start: Ove
 
 @dataclass(frozen=True)
 class BranchEnd:
-    """Where (and how) a continued branch stops: ``kind`` in :data:`END_KINDS` (module docstring) and the
+    """Where (and how) a continued branch stops: ``kind`` in ``END_KINDS`` (module docstring) and the
     ``alpha`` of the end (the fold's vertex, the extrapolated vanishing point, or the range limit)."""
 
     kind: str
@@ -413,56 +414,29 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
     end : BranchEnd
     """
     settings = settings or Continuation()
-    if direction not in (1, -1):
-        raise ValueError(f"direction must be +1 or -1, got {direction!r}")
-    lo, hi = (check_alpha(a) for a in alpha_range)
-    if not lo < hi:
-        raise ValueError(f"alpha_range must be increasing, got {alpha_range}")
+    lo, hi = _check_direction_and_range(direction, alpha_range)
     fmap = fmap or FixedPointMap(params, branch, settings.solver)
     k = len(fmap.free)
     floor = VANISH_FLOOR * params.rho
-    z = np.concatenate([fmap.to_u(start.overlaps), [math.log(start.alpha)]])
-    r0 = fmap.residual(z[:k], z[k])
-    J = fmap.jacobian(z[:k], z[k], r0, settings.fd_step)
-    tau = _null_vector(J, None)
-    if tau[k] * direction < 0:
-        tau = -tau
+    z, tau, J = _start_tangent(fmap, start, direction, settings)
     ds, s = settings.ds, 0.0
     points, history = [], [(z.copy(), tau.copy(), start)]
-    end, folded, extra, since_fresh = None, False, 0, 0
-    candidate = None  # (alpha of a turn, index of its first point, log alpha there) until confirmed as a fold
-    confirmed = False
-    skips = 0
+    fold = _FoldWatch()
+    end, since_fresh, skips = None, 0, 0
     heading = float(direction)  # the sign of the last move in alpha
     for _ in range(settings.max_steps):
-        step = None
-        while ds >= settings.ds_min:
-            out = _corrector(fmap, z + ds * tau, tau, J, settings)
-            if out is not None:
-                step = out
-                break
-            ds *= 0.5
+        step, ds = _predict_correct(fmap, z, tau, J, ds, settings)
         if step is None and skips < settings.max_skips:
             # a rough spot of the map (a jump the smoothing does not cover): solve at a slightly different
             # alpha by Newton from the last point and resume from there if it is the same branch
             jumped = _skip(fmap, z, tau, k, settings, floor if branch in ("semantic", "positional") else None)
             if jumped is not None:
                 skips += 1
-                z_j = jumped[0]
-                if not (lo <= math.exp(z_j[k]) <= hi):
-                    end = BranchEnd("range", hi if math.exp(z_j[k]) > hi else lo, "the branch goes on beyond "
-                                    "the range")
+                end = _range_end(math.exp(jumped[0][k]), lo, hi)
+                if end is not None:
                     break
-                r_j = fmap.residual(z_j[:k], z_j[k])
-                res_j = fmap.result(z_j[:k], z_j[k], float(np.max(np.abs(r_j))), True, 0)
-                s += float(np.linalg.norm(z_j - z))
-                points.append({**res_j.as_row(), "s": s, "dlogalpha_ds": float(jumped[1][k]),
-                               "det_ru": float(np.linalg.det(jumped[2][:, :k])), "det_fresh": True,
-                               "newton_iter": 0,
-                               "partner": folded})
-                history.append((z_j.copy(), jumped[1].copy(), res_j))
-                history = history[-3:]
-                heading = math.copysign(1.0, z_j[k] - z[k])
+                s = _record_skip(fmap, jumped, z, s, fold.folded, points, history)
+                heading = math.copysign(1.0, jumped[0][k] - z[k])
                 z, tau, J = jumped
                 ds = settings.ds
                 continue
@@ -471,91 +445,274 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
             warnings.warn(f"continuation of the {branch} branch lost at alpha={math.exp(z[k]):.4g} "
                           f"(omega={params.omega:g})", ConvergenceWarning, stacklevel=2)
             break
-        z_new, r, J_new, n_newton = step
-        # the corrector's Broyden update serves as the next Jacobian; a fresh finite-difference one is taken
-        # every few steps, after a slow corrector and to confirm a turn
-        since_fresh += 1
-        tau_new = _null_vector(J_new, tau)
-        if since_fresh >= settings.jacobian_every or n_newton > 2 or tau_new[k] * tau[k] < 0:
-            J_new = fmap.jacobian(z_new[:k], z_new[k], r, settings.fd_step)
-            tau_new = _null_vector(J_new, tau)
-            since_fresh = 0
-        J_fresh = J_new
+        z_new, r, _, n_newton = step
+        tau_new, J_new, since_fresh = _next_tangent(fmap, step, tau, since_fresh, settings)
         s += ds
         res = fmap.result(z_new[:k], z_new[k], float(np.max(np.abs(r))), True, n_newton)
-        alpha_new = res.alpha
-        # a turn in alpha: the points move against the current heading in alpha (one criterion only, so that
-        # one turn is counted once; the tangent changes sign within a step of the secant)
-        moved = z_new[k] - z[k]
-        turned = abs(moved) > 1e-7 and moved * heading < 0
+        turned = _turned(z_new[k] - z[k], heading)
         if turned:
             heading = -heading
-        det_fresh = since_fresh == 0
-        if det_fresh or not (turned or folded):
-            det = float(np.linalg.det(J_fresh[:, :k]))
-        else:
-            # from a turn on, the determinant's sign is the verdict on the fold: take it from a fresh
-            # finite-difference Jacobian (a Broyden update carries the rounding of its whole history, and near
-            # the fold its determinant is at the level of that noise); the path keeps the Broyden matrix
-            det = float(np.linalg.det(fmap.jacobian(z_new[:k], z_new[k], r, settings.fd_step)[:, :k]))
-            det_fresh = True
-        row = {**res.as_row(), "s": s, "dlogalpha_ds": float(tau_new[k]), "det_ru": det, "det_fresh": det_fresh,
-               "newton_iter": n_newton, "partner": folded}
-        # --- ends
-        if branch in ("semantic", "positional"):
-            d_new = defining_overlap(branch, res)
-            crossed = (res.theta if branch == "semantic" else res.m) * (
-                (history[-1][2].theta if branch == "semantic" else history[-1][2].m)) < 0
-            if d_new < floor or crossed:
-                end = _vanishing_end(points, history[-1][2], branch, floor)
-                break
-        if not (lo <= alpha_new <= hi):
-            end = BranchEnd("range", hi if alpha_new > hi else lo, "the branch goes on beyond the range")
+        det, det_fresh = _fold_determinant(fmap, z_new, r, J_new, since_fresh == 0, turned or fold.folded,
+                                           settings)
+        row = _point_row(res, s, tau_new[k], det, det_fresh, n_newton, fold.folded)
+        end = _end_reached(branch, res, history[-1][2], points, floor, lo, hi)
+        if end is not None:
             break
         points.append(row)
-        if confirmed:  # past a confirmed fold: record past_fold points of the partner, then stop
-            extra += 1
-        elif turned and candidate is not None:
-            # the curve turned back again before it had gone back far: a wiggle of the (piecewise smooth) map,
-            # not a fold; the points since the first turn belong to the branch after all
-            for r_ in points[candidate[1]:]:
-                r_["partner"] = False
-            candidate, folded = None, False
-        elif turned:
-            candidate = (_fold_alpha(history, z_new, k), len(points) - 1, float(z[k]))
-            folded = True
-            row["partner"] = True
-            extra = 0
-        elif candidate is not None:
-            extra += 1
-            if abs(z_new[k] - candidate[2]) >= settings.confirm_back:
-                confirmed = True
-                fold_end = BranchEnd("fold", candidate[0], "the branch turns back in alpha (dalpha/ds changes "
-                                     f"sign) and goes on back by {settings.confirm_back:g} in log alpha")
-        if confirmed and extra >= past_fold:
+        fold.update(turned, row, points, history, z_new, float(z[k]), settings)
+        if fold.done(past_fold):
             break
         history.append((z_new.copy(), tau_new.copy(), res))
-        history = history[-3:]
-        z, tau, J = z_new, tau_new, J_fresh
-        ds = min(settings.ds_max, ds * settings.grow) if n_newton <= 2 else (
-            max(settings.ds_min, ds * 0.5) if n_newton > settings.slow_newton else ds)
+        del history[:-3]
+        z, tau, J = z_new, tau_new, J_new
+        ds = _next_step_size(ds, n_newton, settings)
     else:
         end = BranchEnd("lost", math.exp(z[k]), f"max_steps={settings.max_steps} reached")
         warnings.warn(f"continuation of the {branch} branch stopped after max_steps={settings.max_steps}",
                       ConvergenceWarning, stacklevel=2)
-    if confirmed:  # (the partner may have run into the range or the agnostic point before past_fold points)
-        del points[candidate[1] + past_fold:]
-        end = fold_end
-    elif candidate is not None:
-        # the curve turned and then stopped before the turn was confirmed: the points after the turn stay out
-        # of the branch itself; if it stopped at the range or on the vanishing of its overlap (the partner
-        # running into the agnostic point), the turn is the branch's end; a failure stays a failure
-        for r_ in points[candidate[1]:]:
-            r_["partner"] = True
-        if end.kind in ("range", "vanishes"):
-            end = BranchEnd("fold", candidate[0], f"the branch turns back in alpha; the continuation past it "
-                            f"ended ({end.kind}) before the turn was confirmed")
-    return points, end
+    return points, fold.settle(points, end, past_fold)
+
+
+def _check_direction_and_range(direction: int, alpha_range: tuple[float, float]) -> tuple[float, float]:
+    """Check the ``direction`` and ``alpha_range`` of :func:`continue_branch`.
+
+    Returns
+    -------
+    lo, hi : float
+        The range, checked to be increasing.
+    """
+    if direction not in (1, -1):
+        raise ValueError(f"direction must be +1 or -1, got {direction!r}")
+    lo, hi = (check_alpha(a) for a in alpha_range)
+    if not lo < hi:
+        raise ValueError(f"alpha_range must be increasing, got {alpha_range}")
+    return lo, hi
+
+
+def _start_tangent(fmap: FixedPointMap, start: SEResult, direction: int, settings: Continuation):
+    """Start-up of a continuation: the point, a fresh Jacobian and the tangent there.
+
+    Returns
+    -------
+    z : ndarray
+        ``(u, log alpha)`` of ``start``.
+    tau, J : ndarray
+        The unit tangent, oriented towards ``direction`` in ``alpha``, and the finite-difference Jacobian
+        ``[r_u, r_t]``.
+    """
+    k = len(fmap.free)
+    z = np.concatenate([fmap.to_u(start.overlaps), [math.log(start.alpha)]])
+    r0 = fmap.residual(z[:k], z[k])
+    J = fmap.jacobian(z[:k], z[k], r0, settings.fd_step)
+    tau = _null_vector(J, None)
+    if tau[k] * direction < 0:
+        tau = -tau
+    return z, tau, J
+
+
+def _predict_correct(fmap: FixedPointMap, z: np.ndarray, tau: np.ndarray, J: np.ndarray, ds: float,
+                     settings: Continuation):
+    """Tangent predictor ``z + ds tau`` and corrector (:func:`_corrector`), the step halved until the corrector
+    succeeds or the step falls below ``ds_min``.
+
+    Returns
+    -------
+    step : tuple or None
+        The corrector's ``(z, r, J, n_iter)``; None when it failed at every step length.
+    ds : float
+        The step length taken (below ``ds_min`` after a failure).
+    """
+    while ds >= settings.ds_min:
+        out = _corrector(fmap, z + ds * tau, tau, J, settings)
+        if out is not None:
+            return out, ds
+        ds *= 0.5
+    return None, ds
+
+
+def _next_tangent(fmap: FixedPointMap, step: tuple, tau: np.ndarray, since_fresh: int, settings: Continuation):
+    """Jacobian and tangent at a corrected point.
+
+    The corrector's Broyden update serves as the next Jacobian; a fresh finite-difference one is taken every
+    ``jacobian_every`` steps, after a slow corrector and to confirm a turn (a tangent that flips its alpha
+    component).
+
+    Returns
+    -------
+    tau, J : ndarray
+        The unit tangent (oriented along the previous ``tau``) and the Jacobian.
+    since_fresh : int
+        Steps since the last fresh Jacobian (0 when ``J`` is fresh).
+    """
+    z_new, r, J_new, n_newton = step
+    k = len(z_new) - 1
+    since_fresh += 1
+    tau_new = _null_vector(J_new, tau)
+    if since_fresh >= settings.jacobian_every or n_newton > 2 or tau_new[k] * tau[k] < 0:
+        J_new = fmap.jacobian(z_new[:k], z_new[k], r, settings.fd_step)
+        tau_new = _null_vector(J_new, tau)
+        since_fresh = 0
+    return tau_new, J_new, since_fresh
+
+
+def _turned(moved: float, heading: float) -> bool:
+    """Whether a step that moved ``log alpha`` by ``moved`` turned back in ``alpha``.
+
+    A turn in alpha: the points move against the current heading in alpha (one criterion only, so that one
+    turn is counted once; the tangent changes sign within a step of the secant).
+    """
+    return abs(moved) > 1e-7 and moved * heading < 0
+
+
+def _fold_determinant(fmap: FixedPointMap, z: np.ndarray, r: np.ndarray, J: np.ndarray, fresh: bool,
+                      near_turn: bool, settings: Continuation) -> tuple[float, bool]:
+    """``det r_u`` at a new point ``z`` (residual ``r``, Jacobian ``J``, ``fresh`` if it is a finite-difference one).
+
+    From a turn on (``near_turn``), the determinant's sign is the verdict on the fold: take it from a fresh
+    finite-difference Jacobian (a Broyden update carries the rounding of its whole history, and near the fold
+    its determinant is at the level of that noise); the path keeps the Broyden matrix.
+
+    Returns
+    -------
+    det : float
+    det_fresh : bool
+        Whether ``det`` comes from a fresh finite-difference Jacobian.
+    """
+    k = len(z) - 1
+    if fresh or not near_turn:
+        return float(np.linalg.det(J[:, :k])), fresh
+    return float(np.linalg.det(fmap.jacobian(z[:k], z[k], r, settings.fd_step)[:, :k])), True
+
+
+def _point_row(res: SEResult, s: float, dlogalpha_ds: float, det: float, det_fresh: bool, n_newton: int,
+               partner: bool) -> dict:
+    """The row of a continuation point (:func:`continue_branch`, Returns): the :class:`SEResult` row plus
+    ``s``, ``dlogalpha_ds``, ``det_ru``, ``det_fresh``, ``newton_iter`` and ``partner``."""
+    return {**res.as_row(), "s": s, "dlogalpha_ds": float(dlogalpha_ds), "det_ru": det, "det_fresh": det_fresh,
+            "newton_iter": n_newton, "partner": partner}
+
+
+def _record_skip(fmap: FixedPointMap, jumped: tuple, z: np.ndarray, s: float, partner: bool, points: list,
+                 history: list) -> float:
+    """Record the point ``jumped = (z, tau, J)`` reached by :func:`_skip` from ``z`` (arclength ``s``) in
+    ``points`` and ``history``.
+
+    Returns
+    -------
+    float
+        The arclength at the new point (``s`` plus the distance jumped).
+    """
+    k = len(z) - 1
+    z_j, tau_j, J_j = jumped
+    r_j = fmap.residual(z_j[:k], z_j[k])
+    res_j = fmap.result(z_j[:k], z_j[k], float(np.max(np.abs(r_j))), True, 0)
+    s += float(np.linalg.norm(z_j - z))
+    points.append(_point_row(res_j, s, tau_j[k], float(np.linalg.det(J_j[:, :k])), True, 0, partner))
+    history.append((z_j.copy(), tau_j.copy(), res_j))
+    del history[:-3]
+    return s
+
+
+def _range_end(alpha: float, lo: float, hi: float) -> BranchEnd | None:
+    """The ``"range"`` end if ``alpha`` lies outside ``[lo, hi]``, else None."""
+    if not (lo <= alpha <= hi):
+        return BranchEnd("range", hi if alpha > hi else lo, "the branch goes on beyond the range")
+    return None
+
+
+def _end_reached(branch: str, res: SEResult, last: SEResult, points: list, floor: float, lo: float,
+                 hi: float) -> BranchEnd | None:
+    """End detection at a new point ``res`` (``last``: the previous point): the vanishing of the defining
+    overlap (below ``floor``, or a change of its sign) or a point outside ``[lo, hi]``; None if neither."""
+    if branch in ("semantic", "positional"):
+        d_new = defining_overlap(branch, res)
+        crossed = (res.theta if branch == "semantic" else res.m) * (
+            (last.theta if branch == "semantic" else last.m)) < 0
+        if d_new < floor or crossed:
+            return _vanishing_end(points, last, branch, floor)
+    return _range_end(res.alpha, lo, hi)
+
+
+def _next_step_size(ds: float, n_newton: int, settings: Continuation) -> float:
+    """Step-size control: grow the step (by ``grow``, up to ``ds_max``) after a corrector of at most two
+    iterations, halve it (down to ``ds_min``) after one of more than ``slow_newton``."""
+    return min(settings.ds_max, ds * settings.grow) if n_newton <= 2 else (
+        max(settings.ds_min, ds * 0.5) if n_newton > settings.slow_newton else ds)
+
+
+@dataclass
+class _FoldWatch:
+    """Fold and turn detection of :func:`continue_branch`.
+
+    A turn of the curve in ``alpha`` makes a candidate fold; it is confirmed once the continuation has gone
+    back by ``confirm_back`` in ``log alpha`` (then ``past_fold`` points of the partner are kept), and dropped
+    as a wiggle of the piecewise smooth map if the curve turns again before.
+
+    Attributes
+    ----------
+    folded : bool
+        Past a turn (candidate or confirmed): new points belong to the unstable partner.
+    extra : int
+        Points recorded since the turn.
+    candidate : tuple or None
+        ``(alpha of a turn, index of its first point, log alpha there)`` until confirmed as a fold.
+    confirmed : bool
+        Whether the candidate is a fold.
+    end : BranchEnd or None
+        The confirmed fold.
+    """
+
+    folded: bool = False
+    extra: int = 0
+    candidate: tuple | None = None
+    confirmed: bool = False
+    end: BranchEnd | None = None
+
+    def update(self, turned: bool, row: dict, points: list, history: list, z_new: np.ndarray, t_prev: float,
+               settings: Continuation) -> None:
+        """Account for the point just recorded (``row``, the last of ``points``, at ``z_new``; ``turned`` if the
+        curve turned back in alpha since the previous point, at ``log alpha = t_prev``)."""
+        k = len(z_new) - 1
+        if self.confirmed:  # past a confirmed fold: record past_fold points of the partner, then stop
+            self.extra += 1
+        elif turned and self.candidate is not None:
+            # the curve turned back again before it had gone back far: a wiggle of the (piecewise smooth) map,
+            # not a fold; the points since the first turn belong to the branch after all
+            for r_ in points[self.candidate[1]:]:
+                r_["partner"] = False
+            self.candidate, self.folded = None, False
+        elif turned:
+            self.candidate = (_fold_alpha(history, z_new, k), len(points) - 1, t_prev)
+            self.folded = True
+            row["partner"] = True
+            self.extra = 0
+        elif self.candidate is not None:
+            self.extra += 1
+            if abs(z_new[k] - self.candidate[2]) >= settings.confirm_back:
+                self.confirmed = True
+                self.end = BranchEnd("fold", self.candidate[0], "the branch turns back in alpha (dalpha/ds "
+                                     f"changes sign) and goes on back by {settings.confirm_back:g} in log alpha")
+
+    def done(self, past_fold: int) -> bool:
+        """Whether the fold is confirmed and ``past_fold`` points past it were recorded."""
+        return self.confirmed and self.extra >= past_fold
+
+    def settle(self, points: list, end: BranchEnd | None, past_fold: int) -> BranchEnd:
+        """The branch's end once the continuation stopped at ``end`` (None when it stopped on :meth:`done`),
+        with the partner's points marked and those beyond ``past_fold`` past a confirmed fold dropped."""
+        if self.confirmed:  # (the partner may have run into the range or the agnostic point before past_fold points)
+            del points[self.candidate[1] + past_fold:]
+            return self.end
+        if self.candidate is not None:
+            # the curve turned and then stopped before the turn was confirmed: the points after the turn stay out
+            # of the branch itself; if it stopped at the range or on the vanishing of its overlap (the partner
+            # running into the agnostic point), the turn is the branch's end; a failure stays a failure
+            for r_ in points[self.candidate[1]:]:
+                r_["partner"] = True
+            if end.kind in ("range", "vanishes"):
+                return BranchEnd("fold", self.candidate[0], f"the branch turns back in alpha; the continuation "
+                                 f"past it ended ({end.kind}) before the turn was confirmed")
+        return end
 
 
 def _skip(fmap: "FixedPointMap", z: np.ndarray, tau: np.ndarray, k: int, settings: "Continuation",
@@ -637,7 +794,7 @@ class BranchTrace:
     branch : str
     table : pandas.DataFrame
         One row per fixed point, sorted along the curve (increasing arclength from the lower end):
-        the :class:`~attnlib.state_evolution.SEResult` fields plus ``s``, ``dlogalpha_ds``, ``det_ru``,
+        the :class:`~attnlib.theory.state_evolution.SEResult` fields plus ``s``, ``dlogalpha_ds``, ``det_ru``,
         ``newton_iter`` and ``partner`` (True on the unstable partner past a fold).
     lower, upper : BranchEnd
         How the branch ends towards small and large ``alpha``.
@@ -667,7 +824,7 @@ class BranchTrace:
 
     @property
     def exists_between(self) -> tuple[float, float]:
-        """``(alpha_low, alpha_high)``: the ``alpha`` interval on which the branch exists (its two ends)."""
+        """The ``alpha`` interval ``(alpha_low, alpha_high)`` on which the branch exists (its two ends)."""
         return self.lower.alpha, self.upper.alpha
 
     def start_near(self, alpha: float) -> Overlaps:
@@ -692,7 +849,7 @@ def trace_branch(params: TaskParams, branch: str, alpha0: float, alpha_range: tu
                  past_fold: int = 0) -> BranchTrace:
     """Follow ``branch`` by continuation from ``alpha0`` down and up to its ends within ``alpha_range``.
 
-    The first point is found by the state-evolution iteration (:func:`~attnlib.state_evolution.solve_state_evolution`
+    The first point is found by the state-evolution iteration (:func:`~attnlib.solve_state_evolution`
     from ``start`` or the branch's default start) and polished by Newton; it must have its defining overlap
     above the floor (``VANISH_FLOOR * rho``), else ``ValueError`` (the branch does not exist at ``alpha0``:
     start where it is unambiguous).

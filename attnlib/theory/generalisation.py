@@ -1,6 +1,7 @@
 """Test errors in the high-dimensional limit: the student's eps_g from its overlaps, and the linear baseline.
 
-Spec section 2: with ``xi, eta ~ N(0, I_2)`` and ``s = (+1, -1)``,
+Book :eq:`eq-gaussian-fields`, :eq:`eq-test-error` and :eq:`eq-linear-error`: with ``xi, eta ~ N(0, I_2)``
+and ``s = (+1, -1)``,
 
     h_l = sqrt(q) xi_l + m s_l,   h*_l = (theta/sqrt(q)) xi_l + sqrt(rho - theta^2/q) eta_l,
     eps_g = (sigma^2/2) E ||S(h) - T(h*)||_F^2,
@@ -12,7 +13,7 @@ import numpy as np
 from scipy.special import expit
 
 from .attention import output_loss, teacher_diagonal
-from .params import TaskParams, check_finite_scalar
+from ..params import TaskParams, check_finite_scalar
 from .quadrature import Quadrature
 
 __all__ = ["teacher_student_fields", "test_error_from_overlaps", "linear_baseline_error", "mean_teacher_diagonal",
@@ -38,7 +39,7 @@ def _check_overlaps(params: TaskParams, q, m, theta) -> tuple[float, float, floa
 
 def teacher_student_fields(params: TaskParams, q: float, m: float, theta: float,
                            xi: np.ndarray, eta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Student and teacher pre-activations ``(h, h*)`` of the Gaussian representation (spec section 2).
+    """Student and teacher pre-activations ``(h, h*)`` of the Gaussian representation (book :eq:`eq-gaussian-fields`).
 
     ``xi`` and ``eta`` have shape ``(..., 2)``; returns two arrays of the same shape.
     """
@@ -57,7 +58,7 @@ def test_error_from_overlaps(params: TaskParams, q: float, m: float, theta: floa
                              quadrature: Quadrature = _SMOOTH_RULE) -> float:
     """High-dimensional test error ``eps_g(q, m, theta)`` of a student with the given overlaps.
 
-    Implements ``eps_g = (sigma^2/2) E ||S(h) - T(h*)||_F^2`` (spec section 2) by a 4-dimensional
+    Implements ``eps_g = (sigma^2/2) E ||S(h) - T(h*)||_F^2`` (book :eq:`eq-test-error`) by a 4-dimensional
     quadrature over ``(xi, eta)``; the integrand is smooth, so a tensor Gauss-Hermite rule converges fast
     (the default, 16 points per dimension, agrees with 32 points to ~1e-8 relative).
 
@@ -73,7 +74,7 @@ def test_error_from_overlaps(params: TaskParams, q: float, m: float, theta: floa
 
 
 def linear_baseline_error(params: TaskParams, order: int = 80) -> float:
-    """Test error ``eps_lin`` of the linear positional baseline (spec section 2), in closed form.
+    """Test error ``eps_lin`` of the linear positional baseline (book :eq:`eq-linear-error`), in closed form.
 
     For any ``alpha = Theta(1)`` the ridge estimate ``B_hat`` tends to ``E[T]``, hence
     ``eps_lin = (sigma^2/2) E ||T - E T||_F^2 = 2 sigma^2 (1-omega)^2 Var[sigmoid(u_1 (u_1 - u_2))]`` with
@@ -99,7 +100,7 @@ def mean_teacher_diagonal(params: TaskParams, order: int = 80) -> np.ndarray:
     ``E[T_ll] = (1 - omega) s_bar + omega A_ll`` with ``s_bar = E[sigmoid(u_1 (u_1 - u_2))] > 1/2``,
     ``u ~ N(0, sigma^2 I_2)``, the diagonal of the linear baseline's limit ``B_hat -> E[T]``.
 
-    A purely positional tied student (``q -> 0``, spec section 2: ``h = m s``) has
+    A purely positional tied student (``q -> 0`` in book :eq:`eq-gaussian-fields`: ``h = m s``) has
     ``S_11 = S_22 = sigmoid(2 m^2) >= 1/2``: it can only raise both diagonal entries together. Its loss
     ``sigma^2 sum_l E[(S - T_ll)^2]`` is then lowest at ``S = mean(E[T_11], E[T_22])`` when that mean
     exceeds ``1/2`` (a positional solution ``m > 0``), and at ``m = 0`` otherwise: see

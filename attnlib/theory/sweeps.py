@@ -6,7 +6,7 @@ Point-wise, by the state-evolution iteration (fast; default Gauss-Hermite rule):
 * :func:`alpha_sweep` gives both branches as a tidy :class:`pandas.DataFrame` (one row per point), cached.
 * :func:`branch_curvature`: curvature of ``eps_t`` across a branch along its held overlap (a diagnostic).
 
-Grid-independent, by pseudo-arclength continuation (:mod:`attnlib.continuation`, with the smooth rule of
+Grid-independent, by pseudo-arclength continuation (:mod:`attnlib.theory.continuation`, with the smooth rule of
 :func:`continuation_settings`):
 
 * :func:`branch_trace` follows a branch from where it is unambiguous (the semantic one from the top of the
@@ -35,12 +35,12 @@ import pandas as pd
 from joblib import Parallel, delayed
 from scipy.optimize import brentq
 
-from .cache import cached
+from ..cache import cached
 from .continuation import (VANISH_FLOOR, BranchEnd, BranchTrace, Continuation, FixedPointMap, defining_overlap,
                            newton_fixed_point, trace_branch)
-from .exceptions import ConvergenceWarning
+from ..exceptions import ConvergenceWarning
 from .generalisation import linear_baseline_error
-from .params import TaskParams, check_alpha
+from ..params import TaskParams, check_alpha
 from .quadrature import Quadrature
 from .state_evolution import Overlaps, SEResult, SESolver, solve_state_evolution
 
@@ -63,7 +63,7 @@ DEFAULT_RANGE = (0.2, 6.0)
 #: spurious fixed points with theta ~ 1e-3 below the end of the semantic branch).
 SMOOTH_QUADRATURE = Quadrature("sobol-sym", 14)
 #: Temperature of the smoothed choice between a node's two best proximal minima used by the continuation
-#: (:class:`~attnlib.state_evolution.SESolver` ``tie_smoothing``): about 0.3 % of the nodes lie within it of a
+#: (:class:`~attnlib.theory.state_evolution.SESolver` ``tie_smoothing``): about 0.3 % of the nodes lie within it of a
 #: tie, so it moves the fixed points by far less than the quadrature error while making the map smooth.
 TIE_SMOOTHING = 5e-5
 #: Pinned value of the held overlap used to measure the curvature across a branch.
@@ -165,7 +165,7 @@ def branch_curvature(params: TaskParams, alpha: float, branch: str, solver: SESo
 
     ``kappa = (eps_t(pinned at step) - eps_t(branch)) / step^2``, the pinned overlap being ``m`` for the
     semantic branch and ``theta`` for the positional one (a constrained fixed point,
-    :func:`~attnlib.state_evolution.solve_state_evolution` with ``fix_m`` / ``fix_theta``). ``kappa > 0``:
+    :func:`~attnlib.solve_state_evolution` with ``fix_m`` / ``fix_theta``). ``kappa > 0``:
     the branch is a local minimum in that direction; ``kappa < 0``: a saddle.
     """
     if branch not in ("semantic", "positional"):
@@ -263,11 +263,11 @@ def _trace_from_json(params: TaskParams, branch: str, alpha_range, doc: dict) ->
 
 def branch_trace(params: TaskParams, branch: str, alpha_range=DEFAULT_RANGE, solver=None,
                  use_cache: bool = True) -> BranchTrace | None:
-    """A branch followed by continuation to its ends (:func:`attnlib.continuation.trace_branch`), cached.
+    """A branch followed by continuation to its ends (:func:`attnlib.trace_branch`), cached.
 
     The semantic branch is started at the top of ``alpha_range`` (where it is the global minimum), the
     positional one in the middle of the part of the range where a coarse probe finds ``m`` clearly non-zero
-    (:func:`_positional_starts`; up to :data:`_POSITIONAL_TRIES` starts, the trace that covers the widest
+    (``_positional_starts``; up to ``_POSITIONAL_TRIES`` starts, the trace that covers the widest
     range of ``alpha`` is kept). Returns None if the branch is not found.
     """
     if branch not in ("semantic", "positional"):
@@ -365,12 +365,12 @@ REASON_LOWER = "the {branch} branch has the lower training loss wherever both ex
 
 def critical_alpha(params: TaskParams, solver=None, alphas=None, xtol: float = 1e-4, use_cache: bool = True,
                    alpha_range=DEFAULT_RANGE) -> float:
-    """``alpha_c``: where the semantic and positional training losses are equal (spec section 3).
+    """``alpha_c``: where the semantic and positional training losses are equal (book :eq:`eq-thresholds`).
 
     Both branches are traced by continuation (:func:`branch_trace`); the gap ``eps_t(sem) - eps_t(pos)`` is
     bracketed on the traces' points where both branches exist as distinct branches (their coexistence
     interval) at its first change from + to -, and refined by Brent's method to ``xtol`` on Newton-solved
-    fixed points (:func:`branch_point`). ``alphas`` (a grid) or ``alpha_range`` only set the range searched,
+    fixed points (``branch_point``). ``alphas`` (a grid) or ``alpha_range`` only set the range searched,
     so any grid that brackets the transition gives the same value.
 
     Raises
@@ -501,8 +501,8 @@ def energy_below(trace: BranchTrace, other: BranchTrace) -> bool:
 
 
 def branch_ends(params: TaskParams, solver=None, alpha_range=DEFAULT_RANGE, use_cache: bool = True) -> pd.DataFrame:
-    """Where each branch ends and how (:data:`attnlib.continuation.END_KINDS`; traced over ``alpha_range``
-    widened to :data:`DEFAULT_RANGE`): one row per (branch, side) with ``kind``, ``alpha`` and the defining
+    """Where each branch ends and how (``attnlib.theory.continuation.END_KINDS``; traced over ``alpha_range``
+    widened to ``DEFAULT_RANGE``): one row per (branch, side) with ``kind``, ``alpha`` and the defining
     overlap at the last point of the branch."""
     settings = continuation_settings(solver)
     rng = _trace_range(*_range(alpha_range, None))
@@ -550,12 +550,12 @@ def phase_diagram(params: TaskParams, omegas, solver=None, alpha_range=DEFAULT_R
 
     One row per ``omega`` (and per scrambling of the Sobol rule, column ``scrambling``, when
     ``scramblings > 1``: scramblings ``0 .. scramblings-1`` are independent randomisations of the quadrature,
-    whose spread measures its error; :func:`summarise_phase_diagram` averages them): ``eps_lin``, ``alpha_c``,
+    whose spread measures its error; ``summarise_phase_diagram`` averages them): ``eps_lin``, ``alpha_c``,
     ``alpha_l`` (NaN with the reason in ``reason_*`` when there is no transition in the range), ``found_*``, and
     for each branch and side the end's ``alpha`` and kind (``semantic_lower_alpha``, ``semantic_lower_kind``,
-    ...). Points run in parallel through :class:`joblib.Parallel` (``n_jobs``).
+    ...). Points run in parallel through ``joblib.Parallel`` (``n_jobs``).
     """
-    from .parallel import run_jobs
+    from ..parallel import run_jobs
 
     settings = continuation_settings(solver)
     if isinstance(scramblings, bool) or not isinstance(scramblings, (int, np.integer)) or scramblings < 1:
@@ -631,7 +631,7 @@ def semantic_takeover(row) -> tuple[float, str]:
     Returns
     -------
     (alpha, kind)
-        ``alpha`` is NaN for the last two kinds; ``kind`` is one of :data:`TAKEOVER_KINDS`.
+        ``alpha`` is NaN for the last two kinds; ``kind`` is one of ``TAKEOVER_KINDS``.
     """
     get = row.get if isinstance(row, dict) else (lambda k, default=None: getattr(row, k, default))
     ac = get("alpha_c")

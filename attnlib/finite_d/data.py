@@ -1,4 +1,4 @@
-"""Finite-d data of the solvable attention model: positional encodings, teacher, samples (spec section 1).
+"""Finite-d data of the solvable attention model: positional encodings, teacher, samples (book chapter 2).
 
 A sample is a sequence ``X`` in R^{L x d} of tokens ``x_l = p_l + sigma z_l`` with ``z_l ~ N(0, I_d)``
 i.i.d.; its target is ``y = T (sigma Z)`` with the teacher attention
@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Integral
 from typing import Iterator
 
 import numpy as np
 
-from .params import TaskParams
+from ..params import TaskParams, check_int
 
 __all__ = [
     "STREAM_NAMES",
@@ -44,16 +43,6 @@ __all__ = [
 
 #: Names of the independent random streams spawned from one seed (in spawn order).
 STREAM_NAMES = ("teacher", "train", "test", "init")
-
-
-def check_int(name: str, value, minimum: int) -> int:
-    """Return ``value`` as an int ``>= minimum``, else raise ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (Integral, np.integer)):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
 
 
 def check_A(A, L: int) -> np.ndarray:
@@ -103,7 +92,7 @@ def seed_streams(seed) -> dict[str, np.random.Generator]:
 def positional_encodings(d: int, L: int = 2) -> np.ndarray:
     """Positional encodings ``P`` in R^{L x d}, each row of unit norm.
 
-    ``p_1 = +1_d/sqrt(d)`` and ``p_2 = -1_d/sqrt(d)`` (spec section 1). For ``L > 2`` (outside the theory)
+    ``p_1 = +1_d/sqrt(d)`` and ``p_2 = -1_d/sqrt(d)`` (book :eq:`eq-tokens`). For ``L > 2`` (outside the theory)
     token ``l >= 3`` gets the square wave ``p_{l,i} = (-1)^floor(i 2^k / d) / sqrt(d)``, ``k = l - 2``,
     ``i = 0..d-1`` (Rademacher functions): deterministic, of unit norm and orthogonal to ``1_d`` (and to
     each other) whenever ``2^k`` divides ``d``.
@@ -210,7 +199,8 @@ def make_teacher(params: TaskParams, d: int, rng: np.random.Generator, L: int = 
     With ``normalize_teacher`` the draw is rescaled to ``||Q*||^2 = d`` exactly, so that the finite-d
     teacher norm ``rho_hat = sigma^2 ||Q*||^2/d`` equals its limit ``rho = sigma^2``. This removes the
     ``O(d^-1/2)`` fluctuation of the teacher's pre-activation variance (about 4.5 % at d = 1000), the
-    leading finite-size deviation from the theory; the default (False) is the spec's plain ``N(0, I_d)``.
+    leading finite-size deviation from the theory; the default (False) is the plain ``N(0, I_d)`` teacher of
+    book chapter 2.
     """
     if not isinstance(params, TaskParams):
         raise ValueError(f"params must be a TaskParams, got {type(params).__name__}")
@@ -224,7 +214,7 @@ def make_teacher(params: TaskParams, d: int, rng: np.random.Generator, L: int = 
 
 
 def draw_samples(teacher: Teacher, n: int, rng: np.random.Generator) -> Samples:
-    """Draw ``n`` fresh samples ``(X, sigma Z, T)`` of the task from ``rng`` (spec section 1).
+    """Draw ``n`` fresh samples ``(X, sigma Z, T)`` of the task from ``rng`` (book :eq:`eq-tokens`, :eq:`eq-teacher`).
 
     Memory: three float64 arrays of ``n L d`` entries are held at once (``X``, ``sigma Z`` and the draw);
     use :func:`iter_sample_chunks` for large test sets.
@@ -253,7 +243,7 @@ def iter_sample_chunks(teacher: Teacher, n: int, rng: np.random.Generator,
 
 def make_task(params: TaskParams, d: int, n: int, seed: int = 0, L: int = 2, A=None,
               normalize_teacher: bool = False) -> tuple[Teacher, Samples]:
-    """Teacher and training set for ``(params, d, n, seed, L)``: the spec's data generator.
+    """Teacher and training set for ``(params, d, n, seed, L)``: the data of book chapter 2.
 
     The teacher comes from the ``"teacher"`` stream and the samples from the ``"train"`` stream of
     :func:`seed_streams`, so equal arguments give bit-identical arrays.
@@ -270,7 +260,7 @@ def make_task(params: TaskParams, d: int, n: int, seed: int = 0, L: int = 2, A=N
     A : array_like, optional
         Row-stochastic ``L x L`` positional matrix overriding ``params.A`` (required when ``L > 2``).
     normalize_teacher : bool
-        Rescale ``Q*`` to ``||Q*||^2 = d`` (see :func:`make_teacher`).
+        Rescale ``Q*`` to ``||Q*||^2 = d`` (see ``make_teacher``).
     """
     streams = seed_streams(seed)
     teacher = make_teacher(params, d, streams["teacher"], L=L, A=A, normalize_teacher=normalize_teacher)

@@ -1,7 +1,7 @@
 """The proximal (output-channel) step of the state evolution, solved for all quadrature nodes at once.
 
 For each node, with centre ``c`` in R^2, width ``V > 0`` and teacher diagonal ``t = (T_11, T_22)``, the
-proximal point is (spec section 3)
+proximal point is (book :eq:`eq-prox`)
 
     h_hat = argmin_h  F(h),   F(h) = ||h - c||^2 / (2V) + (sigma^2/2) ||S(h) - T||_F^2,
 
@@ -22,11 +22,11 @@ candidates live in a disc around ``c``. Two modes are offered:
 
 The descent is Newton's method with an eigenvalue-shifted Hessian (so each step is a descent direction) and
 a backtracking line search (Armijo). All derivatives are analytic
-(:func:`attnlib.attention.output_loss_derivatives`). Two interchangeable backends run it over all nodes at
+(:func:`attnlib.theory.attention.output_loss_derivatives`). Two interchangeable backends run it over all nodes at
 once, with no Python loop over nodes:
 
 ``backend="numba"`` (default when numba is installed)
-    compiled kernels (:mod:`attnlib._prox_kernels`), one node per iteration of a compiled loop;
+    compiled kernels (:mod:`attnlib.theory._prox_kernels`), one node per iteration of a compiled loop;
 ``backend="numpy"``
     vectorised array code, converged nodes dropped from the working set (the reference implementation).
 

@@ -1,11 +1,11 @@
 """Finite-d empirical risk minimisation of the attention student, to validate the theory.
 
-Model (spec section 1): for a sample ``X`` in R^{L x d}, the student is ``f_Q(X) = softmax_row(h h^T) X``
-with ``h = X Q / sqrt(d)``, ``Q`` in R^{d x r}; it is trained on
+Model (book chapter 2, :eq:`eq-student`, :eq:`eq-risk`): for a sample ``X`` in R^{L x d}, the student is
+``f_Q(X) = softmax_row(h h^T) X`` with ``h = X Q / sqrt(d)``, ``Q`` in R^{d x r}; it is trained on
 
     R(Q) = sum_mu ||y^mu - f_Q(X^mu)||_F^2 / (2d) + (lambda/2) ||Q||_F^2.
 
-Fast objective (spec section 6). With ``S = softmax_row(h h^T)``, per sample
+Fast objective (book :eq:`eq-gram-risk`). With ``S = softmax_row(h h^T)``, per sample
 
     ||S X - Y||_F^2 / d = tr(S G S^T) - 2 tr(S E^T) + ||Y||_F^2 / d,   G = X X^T / d,  E = Y X^T / d,
 
@@ -21,12 +21,12 @@ Training: full-batch gradient descent with the paper's protocol (learning rate 0
 L-BFGS-B (scipy) on the same objective with the same analytic gradient, which reaches the same minimum in
 far fewer passes over the data.
 
-Measurements (spec section 2): ``m = (1_d . Q)/d``, ``theta = sigma^2 (Q . Q*)/d``,
-``q = sigma^2 ||Q||^2/d``, ``eps_t = R(Q_hat)/d``, ``eps_g`` on fresh samples and the linear positional
-baseline (ridge ``lambda_lin = 1e-4``).
+Measurements (book :eq:`eq-overlaps`, :eq:`eq-test-error`, :eq:`eq-train-loss`): ``m = (1_d . Q)/d``,
+``theta = sigma^2 (Q . Q*)/d``, ``q = sigma^2 ||Q||^2/d``, ``eps_t = R(Q_hat)/d``, ``eps_g`` on fresh samples
+and the linear positional baseline (ridge ``lambda_lin = 1e-4``).
 
 Reproducibility: the teacher, training set, test set and random start come from independent streams of
-one seed (:func:`attnlib.data.seed_streams`); two runs with equal arguments on the same machine and BLAS
+one seed (:func:`attnlib.finite_d.data.seed_streams`); two runs with equal arguments on the same machine and BLAS
 thread count give bit-identical results (a different thread count changes the rounding of the matrix
 products, hence the last digits, and L-BFGS may take a slightly different path to the same minimum).
 
@@ -36,8 +36,9 @@ Finite-d notes (measured, sigma = 0.5, lambda = 0.01, omega = 0.3, alpha = 2):
   ``rho_hat = 0.223``), and the minimiser's overlaps and errors move with it (seed 0: theta 0.139 instead
   of 0.157, eps_lin 0.00167 instead of 0.00197). ``normalize_teacher=True`` rescales ``Q*`` to
   ``||Q*||^2 = d``; then seeds 0-2 give (Q . Q*)/d = 0.627-0.636 and eps_g = 0.00141-0.00144 from the
-  semantic start, m = 0.249-0.269 and eps_g = 0.00346-0.00347 from the positional start (spec: 0.63,
-  0.00144; 0.26, 0.00349). ``ERMResult.test_error_theory_rho_hat`` accounts for ``rho_hat`` instead.
+  semantic start, m = 0.249-0.269 and eps_g = 0.00346-0.00347 from the positional start (the paper's
+  reference values, book :ref:`sec-book-and-paper`: 0.634, 0.00140; 0.259, 0.00349).
+  ``ERMResult.test_error_theory_rho_hat`` accounts for ``rho_hat`` instead.
 * Gradient descent with the paper's protocol (lr 0.15, 5000 steps) reaches ``||grad R||/sqrt(d)`` of about
   8e-6 at d = 1000 and agrees with L-BFGS to ~1e-4 in the overlaps. At d = 200 the positional basin is
   flat: 5000 steps leave |delta m| up to 4e-3 (seed 0; 20 000 steps reach 4e-5), and for some seeds (seed 1)
@@ -56,13 +57,13 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from .data import (Samples, Teacher, check_int, iter_sample_chunks, make_teacher, draw_samples, seed_streams,
+from .data import (Samples, Teacher, iter_sample_chunks, make_teacher, draw_samples, seed_streams,
                    softmax_rows)
-from .exceptions import ConvergenceWarning
-from .attention import output_loss, teacher_diagonal
-from .generalisation import teacher_student_fields, test_error_from_overlaps
-from .quadrature import Quadrature
-from .params import TaskParams, check_alpha, check_finite_scalar, check_positive
+from ..exceptions import ConvergenceWarning
+from ..theory.attention import output_loss, teacher_diagonal
+from ..theory.generalisation import teacher_student_fields, test_error_from_overlaps
+from ..theory.quadrature import Quadrature
+from ..params import TaskParams, check_alpha, check_int, check_finite_scalar, check_positive
 
 __all__ = [
     "STARTS",
@@ -87,7 +88,7 @@ __all__ = [
 STARTS = ("semantic", "positional", "random")
 #: Optimisers: full-batch gradient descent (paper protocol) or scipy's L-BFGS-B.
 METHODS = ("gd", "lbfgs")
-#: Default number of fresh test samples. At d = 1000, alpha = 2 (spec reference points) the per-sample
+#: Default number of fresh test samples. At d = 1000, alpha = 2 (the paper's reference points) the per-sample
 #: errors have a coefficient of variation of about 1.3 (semantic minimum) to 1.7 (positional minimum), so
 #: 60 000 samples give a relative standard error of 0.5 % to 0.7 % on eps_g.
 DEFAULT_N_TEST = 60_000
@@ -115,7 +116,7 @@ def _as_Q(Q, d: int, r: int | None = None, name: str = "Q") -> np.ndarray:
 
 
 def student_output(Q: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """Student output ``f_Q(X) = softmax_row(h h^T) X``, ``h = X Q / sqrt(d)`` (spec section 1).
+    """Student output ``f_Q(X) = softmax_row(h h^T) X``, ``h = X Q / sqrt(d)`` (book :eq:`eq-student`).
 
     Parameters
     ----------
@@ -146,7 +147,8 @@ def _gram_matrices(samples: Samples) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 class ERMObjective:
-    """Empirical risk ``R(Q)`` and its analytic gradient on a fixed training set (spec sections 1 and 6).
+    """Empirical risk ``R(Q)`` and its analytic gradient on a fixed training set (book :eq:`eq-risk`,
+    :eq:`eq-gram-risk`).
 
     Precomputes the flattened inputs ``X`` (``n L x d``, C-contiguous) and the ``L x L`` matrices
     ``G = X X^T/d``, ``E = Y X^T/d`` and ``||Y||^2/d`` of every sample; each call of :meth:`value_and_grad`
@@ -410,7 +412,7 @@ def initial_Q(start, teacher: Teacher, rank: int = 1, rng: np.random.Generator |
 
 
 def overlaps(Q: np.ndarray, teacher: Teacher) -> dict[str, np.ndarray]:
-    """Per-column overlaps of ``Q`` (d, r) with the task (spec section 2).
+    """Per-column overlaps of ``Q`` (d, r) with the task (book :eq:`eq-overlaps`).
 
     Returns arrays of length r: ``m = (1_d . Q)/d``, ``theta = sigma^2 (Q . Q*)/d`` and
     ``q = sigma^2 ||Q||^2/d``.
@@ -422,7 +424,7 @@ def overlaps(Q: np.ndarray, teacher: Teacher) -> dict[str, np.ndarray]:
 
 
 def fit_linear_baseline(samples: Samples, lam_lin: float = 1e-4) -> np.ndarray:
-    """Ridge fit of the linear positional baseline ``y_hat = B (sigma Z)`` (spec section 1).
+    """Ridge fit of the linear positional baseline ``y_hat = B (sigma Z)`` (book :eq:`eq-linear`).
 
     Minimises ``sum_mu ||y^mu - B W^mu||_F^2/(2d) + (lam_lin/2) ||B||_F^2`` with ``W = sigma Z``; since
     ``y = T W`` the normal equations involve only ``L x L`` sums:
@@ -444,7 +446,7 @@ def estimate_test_errors(teacher: Teacher, Q: np.ndarray, n_test: int, rng: np.r
                          control_mean: float | None = None) -> dict[str, float]:
     """Monte-Carlo test errors on ``n_test`` fresh samples, drawn in chunks of ``chunk_size``.
 
-    ``eps_g = mean_mu ||y - f_Q(X)||_F^2 / (2d)`` (spec section 2) and, if ``B`` is given, the same for the
+    ``eps_g = mean_mu ||y - f_Q(X)||_F^2 / (2d)`` (book :eq:`eq-test-error`) and, if ``B`` is given, the same for the
     linear baseline ``B (sigma Z)``, on the same samples; each with its standard error
     ``std / sqrt(n_test)``. Memory is ``O(chunk_size L d)``.
 
@@ -492,12 +494,12 @@ def estimate_test_errors(teacher: Teacher, Q: np.ndarray, n_test: int, rng: np.r
 
 def test_error_from_overlaps_rho(params: TaskParams, q: float, m: float, theta: float, rho: float,
                                  order: int = 16) -> float:
-    """``eps_g(q, m, theta)`` as :func:`attnlib.generalisation.test_error_from_overlaps`, for a teacher of
+    """``eps_g(q, m, theta)`` as :func:`attnlib.test_error_from_overlaps`, for a teacher of
     pre-activation variance ``rho`` instead of ``sigma^2``.
 
     At finite d, for a fixed student ``Q`` and a fresh sample, ``h_l = m s_l + sigma z_l . Q/sqrt(d)`` and
     ``h*_l`` are exactly jointly Gaussian with covariances ``q``, ``theta`` and
-    ``rho_hat = sigma^2 ||Q*||^2/d`` (spec section 2), so this is the Gaussian-equivalent test error of
+    ``rho_hat = sigma^2 ||Q*||^2/d`` (book :eq:`eq-gaussian-fields`), so this is the Gaussian-equivalent test error of
     the trained student up to ``O(1/d)`` terms (the positional part of ``S X`` and the fluctuation of
     ``Z Z^T/d`` around ``I``). ``theta`` is clipped to the Cauchy-Schwarz bound ``sqrt(rho q)``.
     """
@@ -528,7 +530,7 @@ def n_samples(alpha, d: int) -> int:
 # --------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ERMResult:
-    """One finite-d ERM run and its measurements (spec sections 1-2).
+    """One finite-d ERM run and its measurements (book chapters 2-3, :eq:`eq-risk`, :eq:`eq-overlaps`).
 
     Scalar overlaps ``q``, ``m``, ``theta`` are those of the first column of ``Q`` (the only one for the
     theory's rank ``r = 1``); ``q_cols``, ``m_cols``, ``theta_cols`` hold all ``r`` columns.
@@ -538,8 +540,8 @@ class ERMResult:
     ``rho_hat = sigma^2 ||Q*||^2/d`` of this finite-d teacher (:func:`test_error_from_overlaps_rho`), the
     better prediction of the measured ``test_error`` unless the teacher is normalised. ``test_error_cv``
     (r = 1, L = 2, else None) estimates the same ``eps_g`` as ``test_error`` on the same samples, with the
-    control variate of :func:`estimate_test_errors` (smaller standard error ``test_error_cv_stderr``). ``grad_norm`` is ``||dR/dQ||_F / sqrt(d)`` at the end. ``Q`` (the
-    minimiser) and ``wall_time`` are excluded from equality and from :meth:`as_dict` (hence from caches).
+    control variate of :func:`estimate_test_errors` (smaller standard error ``test_error_cv_stderr``).
+    ``grad_norm`` is ``||dR/dQ||_F / sqrt(d)`` at the end. ``Q`` (the minimiser) and ``wall_time`` are excluded from equality and from :meth:`as_dict` (hence from caches).
     """
 
     sigma: float
@@ -595,7 +597,8 @@ def simulate_erm(params: TaskParams, d: int, alpha: float, start="semantic", see
                  A=None, n_test: int = DEFAULT_N_TEST, lam_lin: float = 1e-4, init_scale: float = 0.1,
                  grad_tol: float | None = None, lbfgs_maxiter: int = 20000, test_chunk: int = 2048,
                  normalize_teacher: bool = False, keep_Q: bool = True, warn: bool = True) -> ERMResult:
-    """Train the attention student by ERM at finite ``d`` and measure it (spec sections 1, 2, 4).
+    """Train the attention student by ERM at finite ``d`` and measure it (book chapter 7; :eq:`eq-risk`,
+    :eq:`eq-overlaps`, :eq:`eq-test-error`).
 
     Parameters
     ----------
@@ -606,10 +609,10 @@ def simulate_erm(params: TaskParams, d: int, alpha: float, start="semantic", see
     alpha : float
         Sample complexity; ``n = round(alpha d)`` training samples (must be ``>= 1``).
     start : {"semantic", "positional", "random"} or ndarray
-        Starting point (see :func:`initial_Q`).
+        Starting point (see ``initial_Q``).
     seed : int
         Seed of the teacher, training set, test set and random start (independent streams, see
-        :func:`attnlib.data.seed_streams`); equal arguments give bit-identical results.
+        :func:`attnlib.seed_streams`); equal arguments give bit-identical results.
     method : {"gd", "lbfgs"}
         Full-batch gradient descent with ``lr`` and ``steps`` (paper: 0.15, 5000), or L-BFGS-B to tight
         tolerances (``lr``, ``steps`` unused).
@@ -622,13 +625,13 @@ def simulate_erm(params: TaskParams, d: int, alpha: float, start="semantic", see
     n_test : int
         Fresh test samples for ``eps_g`` and the linear baseline (default :data:`DEFAULT_N_TEST`).
     lam_lin : float
-        Ridge of the linear baseline (spec: 1e-4).
+        Ridge of the linear baseline (default 1e-4, as in the book's experiments).
     init_scale : float
         Standard deviation of random starting entries.
     grad_tol : float, optional
         Convergence tolerance on ``||dR/dQ||_F / sqrt(d)`` (default 1e-5 for GD, 1e-7 for L-BFGS).
     normalize_teacher : bool
-        Rescale ``Q*`` to ``||Q*||^2 = d`` (``rho_hat = rho``), see :func:`attnlib.data.make_teacher`.
+        Rescale ``Q*`` to ``||Q*||^2 = d`` (``rho_hat = rho``), see ``attnlib.finite_d.data.make_teacher``.
     keep_Q : bool
         Store the final ``Q`` in the result.
     warn : bool

@@ -16,7 +16,7 @@ being shrunk, and its fonts show at their nominal size (10 pt is about 14 px). T
 
 Usage in a chapter::
 
-    from attnlib import style
+    from attnlib.book import style
     style.use()
     fig, axes = plt.subplots(1, 2, figsize=style.figsize(2))
     style.panel_letters(axes)

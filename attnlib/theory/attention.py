@@ -2,7 +2,7 @@
 
 For ``L = 2`` a row-stochastic matrix is fixed by its diagonal, so the student attention
 ``S = softmax_row(h h^T)`` and the teacher attention ``T = (1-omega) softmax_row(h* h*^T) + omega A`` are
-described by ``(S_11, S_22)`` and ``(T_11, T_22)``, with (spec section 2)
+described by ``(S_11, S_22)`` and ``(T_11, T_22)``, with (book :eq:`eq-diagonal-loss`)
 
     S_11 = sigmoid(h_1 (h_1 - h_2)),   S_22 = sigmoid(h_2 (h_2 - h_1)),
     ||S - T||_F^2 = 2 (S_11 - T_11)^2 + 2 (S_22 - T_22)^2.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from .params import TaskParams
+from ..params import TaskParams
 
 __all__ = ["attention_diagonal", "teacher_diagonal", "attention_matrix", "teacher_matrix",
            "output_loss", "output_loss_derivatives"]

@@ -1,7 +1,7 @@
 """Where the replica-symmetric theory stops describing finite d: theory against finite-d minimisers.
 
-For every ``(omega, alpha)`` of an :func:`attnlib.arbiter.arbiter_table` and each start, the finite-d
-minimisers (seed means, per ``d``) are extrapolated in ``1/d`` (:func:`attnlib.arbiter.extrapolate_inverse_d`)
+For every ``(omega, alpha)`` of an :func:`attnlib.finite_d.arbiter.arbiter_table` and each start, the finite-d
+minimisers (seed means, per ``d``) are extrapolated in ``1/d`` (:func:`attnlib.finite_d.arbiter.extrapolate_inverse_d`)
 and compared with the fixed point of the state evolution that the start aims at: the positional branch for the
 positional start, the semantic branch for the semantic start (or, where a branch does not exist at that
 ``alpha``, the agnostic point ``m = theta = 0``).
@@ -10,11 +10,11 @@ Compared quantities:
 
 * the training loss relative to ``Q = 0`` on the same data, ``eps_t - eps_t(Q = 0)`` (the shared data
   fluctuation cancels; the theory's is ``eps_t - alpha sigma^2 E sum_l (1/2 - T_ll)^2``,
-  :func:`attnlib.arbiter.loss_zero_theory`);
+  :func:`attnlib.finite_d.arbiter.loss_zero_theory`);
 * the defining overlap (``m`` for the positional start, ``theta`` for the semantic one) and ``q``.
 
 A difference whose extrapolation stays more than ``z_max`` standard errors from zero is a disagreement that
-does not go away with ``d``. With each row come the diagnostics of :mod:`attnlib.stability` (replicon and tie
+does not go away with ``d``. With each row come the diagnostics of :mod:`attnlib.theory.stability` (replicon and tie
 density of the fixed point).
 """
 from __future__ import annotations
@@ -26,14 +26,14 @@ import numpy as np
 import pandas as pd
 
 from .arbiter import TASK_COLUMNS, extrapolate_inverse_d, loss_zero_theory, task_params
-from .continuation import Continuation, newton_fixed_point
-from .exceptions import ConvergenceWarning
-from .params import TaskParams
-from .proximal import minimise_locally, prox_objective
-from .quadrature import Quadrature
-from .stability import proximal_nodes, rs_diagnostics
-from .state_evolution import Overlaps, SESolver, solve_state_evolution
-from .sweeps import DEFAULT_RANGE, _range, _trace_range, branch_point, branch_trace, continuation_settings
+from ..theory.continuation import Continuation, newton_fixed_point
+from ..exceptions import ConvergenceWarning
+from ..params import TaskParams
+from ..theory.proximal import minimise_locally, prox_objective
+from ..theory.quadrature import Quadrature
+from ..theory.stability import proximal_nodes, rs_diagnostics
+from ..theory.state_evolution import Overlaps, SESolver, solve_state_evolution
+from ..theory.sweeps import DEFAULT_RANGE, _range, _trace_range, branch_point, branch_trace, continuation_settings
 
 __all__ = ["theory_point", "rs_validity", "rs_breakdown", "fixed_point_near", "SOLVER_CHECK_RULES", "solver_checks",
            "pinned_profile", "prox_coverage"]
@@ -46,7 +46,7 @@ def theory_point(params: TaskParams, alpha: float, branch: str, solver=None, alp
     """The fixed point of ``branch`` at ``alpha`` (from its continuation trace), or the agnostic point where the
     branch does not exist there. Returns ``(SEResult, name of the fixed point used)``.
 
-    Inside the branch's range the point is Newton-solved from the trace (:func:`~attnlib.sweeps.branch_point`);
+    Inside the branch's range the point is Newton-solved from the trace (:func:`~attnlib.theory.sweeps.branch_point`);
     where Newton fails (near-ties of the proximal problem make the map rough at the edges) it is the
     interpolation of the trace's own fixed points, returned with ``converged=False``, never the agnostic point
     of another sector."""
@@ -71,7 +71,7 @@ def _extrapolated(sub: pd.DataFrame, values: pd.Series) -> dict:
 def rs_validity(table: pd.DataFrame, solver=None, alpha_range=DEFAULT_RANGE, diagnostics: bool = True,
                 use_cache: bool = True) -> pd.DataFrame:
     """Theory against finite-d minimisers, one row per ``(task, alpha, start)`` of ``table`` (an
-    :func:`~attnlib.arbiter.arbiter_table`); see the module docstring.
+    :func:`~attnlib.finite_d.arbiter.arbiter_table`); see the module docstring.
 
     Columns: the task (``omega``, ``A11`` ...), ``alpha``, ``start``, ``fixed_point`` (the theory point used),
     ``theory_converged`` (False where the point is the interpolation of the branch's trace),
@@ -130,10 +130,10 @@ def fixed_point_near(params: TaskParams, alpha: float, q: float, m: float, theta
                      solver=None):
     """Is there a fixed point of the state evolution near given overlaps (e.g. those of a finite-d minimiser)?
 
-    Newton's method (:func:`attnlib.continuation.newton_fixed_point`, which also finds fixed points that repel
+    Newton's method (:func:`attnlib.theory.continuation.newton_fixed_point`, which also finds fixed points that repel
     the iteration) on ``branch`` (default ``"free"``: ``m`` and ``theta`` both free; ``"positional"`` holds
     ``theta = 0``, ``"semantic"`` holds ``m = 0``), started at ``(q, m, theta)`` with the width ``V`` of the
-    agnostic point at ``alpha``. Returns the :class:`~attnlib.state_evolution.SEResult` (``converged`` says
+    agnostic point at ``alpha``. Returns the :class:`~attnlib.theory.state_evolution.SEResult` (``converged`` says
     whether a fixed point was found; compare its overlaps with the start to see how near it is).
     """
     settings = continuation_settings(solver)
@@ -184,7 +184,7 @@ def solver_checks(params: TaskParams, alpha: float, branch: str, start: Overlaps
 def pinned_profile(params: TaskParams, alpha: float, branch: str, values, start: Overlaps, solver=None
                    ) -> pd.DataFrame:
     """The training loss of the theory with the branch's defining overlap pinned (``m`` for the positional
-    branch, ``theta`` for the semantic one; :func:`~attnlib.state_evolution.solve_state_evolution` with
+    branch, ``theta`` for the semantic one; :func:`~attnlib.theory.state_evolution.solve_state_evolution` with
     ``fix_m`` / ``fix_theta``): the constrained fixed point for each value, one row per value with ``q``, ``V``,
     ``train_loss``, ``rel_loss`` (relative to ``Q = 0``) and ``converged``. A profile that is flat over a range
     of values says that the theory's training loss hardly distinguishes them."""

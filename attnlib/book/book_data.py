@@ -25,10 +25,10 @@ __all__ = ["DATA_PACKAGE", "book_data_dir", "book_data_files", "book_data_path",
 #: Subpackage holding the installed copy of ``book/data`` (see ``[tool.setuptools]`` in pyproject.toml).
 DATA_PACKAGE = "attnlib._book_data"
 #: ``book/data`` of the repository this module lives in (a checkout or an editable install), if any.
-_CHECKOUT_DATA = Path(__file__).resolve().parents[1] / "book" / "data"
+_CHECKOUT_DATA = Path(__file__).resolve().parents[2] / "book" / "data"
 #: Where a (non-editable) installation puts the package data: ``attnlib/_book_data`` (a folder without
 #: ``__init__.py``, so it is located by path rather than through importlib.resources).
-_INSTALLED_DATA = Path(__file__).resolve().parent / "_book_data"
+_INSTALLED_DATA = Path(__file__).resolve().parents[1] / "_book_data"
 _SUFFIXES = (".csv", ".json")
 
 

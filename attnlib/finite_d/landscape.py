@@ -1,7 +1,7 @@
 """The finite-d training loss between the two minima: the barrier that makes the transition first order.
 
 At finite ``d`` the positional and the semantic minimum are both local minima of the empirical risk over a
-range of ``alpha`` (:mod:`attnlib.arbiter`). :func:`loss_along_path` minimises the risk from both named starts
+range of ``alpha`` (:mod:`attnlib.finite_d.arbiter`). :func:`loss_along_path` minimises the risk from both named starts
 on the same data (L-BFGS) and evaluates it along the straight segment between the two minimisers,
 
     Q(t) = (1 - t) Q_pos + t Q_sem,     t in [-extend, 1 + extend],
@@ -17,9 +17,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from .cache import cached
-from .data import check_int, make_task, seed_streams
-from .params import TaskParams, check_alpha, check_finite_scalar
+from ..cache import cached
+from .data import make_task, seed_streams
+from ..params import TaskParams, check_alpha, check_int, check_finite_scalar
 from .simulation import ERMObjective, initial_Q, minimize_lbfgs, n_samples, overlaps
 
 __all__ = ["loss_along_path", "barrier_height"]

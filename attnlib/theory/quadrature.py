@@ -1,8 +1,9 @@
 """Gaussian expectations: tensor Gauss-Hermite rules and scrambled-Sobol quasi-Monte-Carlo.
 
-Every expectation in the theory is over independent standard normals (spec sections 2-3), so a rule is a set of
-points ``x`` of shape ``(N, dim)`` and weights ``w`` of shape ``(N,)`` with ``E f(X) ~= sum_i w_i f(x_i)``,
-``X ~ N(0, I_dim)``. Only open tools are used (numpy's Hermite_e nodes, scipy's Sobol sequences).
+Every expectation in the theory is over independent standard normals (book :eq:`eq-gaussian-fields`,
+:eq:`eq-conjugates`), so a rule is a set of points ``x`` of shape ``(N, dim)`` and weights ``w`` of shape
+``(N,)`` with ``E f(X) ~= sum_i w_i f(x_i)``, ``X ~ N(0, I_dim)``. Only open tools are used (numpy's
+Hermite_e nodes, scipy's Sobol sequences).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ __all__ = ["Quadrature", "gauss_hermite_1d", "gaussian_rule", "reduced_rule"]
 _RULES = ("gauss-hermite", "sobol", "sobol-sym")
 #: Sign flips under which the "sobol-sym" rule is closed (4-d rules: (x1, x2, x3, x4) -> signs * x). In the
 #: state evolution's coordinates ``(xi, eta)`` these are ``eta -> -eta`` and ``(xi, eta) -> -(xi, eta)``: the
-#: maps that keep ``theta = 0`` and ``m = 0`` invariant (spec sections 3 and 7), so a rule closed under them
+#: maps that keep ``theta = 0`` and ``m = 0`` invariant (book :ref:`sec-branches`), so a rule closed under them
 #: keeps those subspaces exactly invariant, as the tensor Gauss-Hermite rule does.
 SYMMETRIC_FLIPS = ((1, 1, -1, -1), (-1, -1, -1, -1))
 
@@ -49,9 +50,9 @@ class Quadrature:
         normal inverse CDF; equal weights. Robust to discontinuities, error ~ ``N^-1`` up to logs for smooth
         integrands (slower where the integrand jumps).
         ``"sobol-sym"`` (4 dimensions): ``2**order / 4`` scrambled Sobol points and their images under
-        :data:`SYMMETRIC_FLIPS` (``2**order`` points in all, equal weights), so that the rule is exactly
+        ``SYMMETRIC_FLIPS`` (``2**order`` points in all, equal weights), so that the rule is exactly
         symmetric under those sign flips (antithetic sampling); folded by the integrand's symmetries like
-        the Gauss-Hermite rule (:func:`reduced_rule`).
+        the Gauss-Hermite rule (``reduced_rule``).
     order : int
         Points per dimension (Gauss-Hermite, 2 to 200) or log2 of the point count (Sobol, 4 to 22).
     seed : int
@@ -79,7 +80,7 @@ class Quadrature:
         return gaussian_rule(self.rule, self.order, self.seed, int(dim))
 
     def reduced_points(self, dim: int, generators: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
-        """Points and weights with the orbits of a symmetry group merged (see :func:`reduced_rule`)."""
+        """Points and weights with the orbits of a symmetry group merged (see ``reduced_rule``)."""
         return reduced_rule(self.rule, self.order, self.seed, int(dim), tuple(generators))
 
 

@@ -1,0 +1,193 @@
+"""The grid behind the static explorer of the published page (book chapter 8).
+
+:func:`explorer_grid` precomputes both branches of the state evolution on an ``omega x alpha`` grid (one tidy
+table, through :func:`attnlib.alpha_sweep`, cached), with the attention maps of :func:`attention_maps`;
+:mod:`attnlib.book.static_explorer` embeds the table in the page, where plain JavaScript draws it.
+:func:`grid_thresholds` reads ``alpha_c`` and ``alpha_l`` off a grid's own training losses, as a diagnostic of
+the grid against the phase table (:mod:`attnlib.book.phase_table`).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed
+
+from ..params import STANDARD_A, TaskParams
+from ..theory.attention import attention_diagonal, teacher_diagonal
+from ..theory.generalisation import POSITION_SIGNS, linear_baseline_error
+from ..theory.quadrature import Quadrature
+from ..theory.state_evolution import SESolver
+from ..theory.sweeps import alpha_sweep
+from .phase_table import (BRANCHES, LINE_COLUMNS, branch_exists, log_crossing, phase_boundary, phase_lines,
+                          table_applies, table_covers, table_omegas)
+
+__all__ = ["GRID_OMEGAS", "GRID_ALPHAS", "EXAMPLE_INPUTS", "attention_maps", "explorer_grid", "grid_thresholds"]
+
+#: ``omega`` values of the static explorer: 0 to 0.9 in steps of 0.05 (19 values); the book's page uses those
+#: inside the rows of the phase table (:func:`table_omegas`), where it has thresholds and branch ends.
+GRID_OMEGAS = tuple(float(w) for w in np.round(np.linspace(0.0, 0.9, 19), 4))
+#: ``alpha`` values of the static explorer: 40 values, geometric from 0.25 to 5.
+GRID_ALPHAS = tuple(float(a) for a in np.round(np.geomspace(0.25, 5.0, 40), 4))
+#: Example inputs of the attention maps, as teacher pre-activations ``h*`` in units of ``sqrt(rho)``: token
+#: contents of opposite sign (the teacher's content part attends to the own token) and of the same sign,
+#: unequal (token 1 attends to token 2).
+EXAMPLE_INPUTS = ((1.5, -1.5), (0.5, 2.0))
+#: Rule of the two-dimensional Gaussian averages of the attention maps (smooth integrands).
+_MAP_RULE = Quadrature("gauss-hermite", 40)
+
+
+def attention_maps(params: TaskParams, q, m, theta, examples=EXAMPLE_INPUTS) -> dict:
+    """Mean attention of a student with overlaps ``(q, m, theta)`` and of the teacher, over all inputs and on
+    example inputs.
+
+    In the Gaussian representation (book :eq:`eq-gaussian-fields`) the student's and the teacher's pre-activations are
+    ``h = sqrt(q) xi + m s`` and ``h* ~ N(0, rho I_2)`` with ``Cov(h_l, h*_l) = theta``, so given the teacher's
+    ``h*`` the student's ``h`` is Gaussian, ``h | h* ~ N(m s + (theta/rho) h*, (q - theta^2/rho) I_2)``.
+    An example input is given by its ``h* = sqrt(rho) z`` (``z`` in ``examples``); on it the teacher attends
+    with ``T(h*)`` and the student, on average over what its ``h`` does not share with ``h*``, with
+    ``E[S(h) | h*]``. A 2x2 attention matrix is row-stochastic, so only its diagonal is returned.
+
+    ``q``, ``m``, ``theta`` may be arrays of one shape ``(...)`` (one student each).
+
+    Returns
+    -------
+    dict
+        ``"S_mean"`` ``(..., 2)``: ``E[S_11], E[S_22]``; ``"S_ex"`` ``(..., k, 2)``: ``E[S | h*]`` on the ``k``
+        examples; ``"T_mean"`` ``(2,)``: ``E[T_11], E[T_22]``; ``"T_ex"`` ``(k, 2)``: ``T(h*)`` on the examples.
+    """
+    q, m, theta = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (q, m, theta)))
+    if np.any(~np.isfinite(q) | ~np.isfinite(m) | ~np.isfinite(theta)) or np.any(q < 0):
+        raise ValueError("q, m and theta must be finite, with q in [0, inf)")
+    rho = params.rho
+    if np.any(theta**2 > rho * q * (1 + 1e-9) + 1e-300):
+        raise ValueError("overlaps must satisfy theta^2 <= rho q (Cauchy-Schwarz)")
+    z = np.asarray(examples, dtype=float).reshape(-1, 2)
+    h_star_ex = math.sqrt(rho) * z                                     # (k, 2)
+    x, w = _MAP_RULE.points(2)                                          # (N, 2), (N,)
+    s = POSITION_SIGNS
+    e = (...,) + (None,) * 2                                            # broadcast the overlaps over (N, 2)
+    h = np.sqrt(q)[e] * x + m[e] * s                                    # (..., N, 2)
+    S_mean = np.einsum("...nl,n->...l", attention_diagonal(h), w)
+    resid = np.sqrt(np.maximum(q - theta**2 / rho, 0.0))
+    e3 = (...,) + (None,) * 3
+    h_ex = (m[e3] * s + (theta / rho)[e3] * h_star_ex[:, None, :]
+            + resid[e3] * x[None, :, :])                                # (..., k, N, 2)
+    S_ex = np.einsum("...knl,n->...kl", attention_diagonal(h_ex), w)
+    T_mean = w @ teacher_diagonal(math.sqrt(rho) * x, params)
+    T_ex = teacher_diagonal(h_star_ex, params)
+    return {"S_mean": S_mean, "S_ex": S_ex, "T_mean": T_mean, "T_ex": T_ex}
+
+
+def _defining_overlap(df: pd.DataFrame) -> np.ndarray:
+    return np.where(df.branch == "semantic", df.theta.abs(), df.m.abs())
+
+
+def explorer_grid(omegas=GRID_OMEGAS, alphas=GRID_ALPHAS, sigma: float = 0.5, lam: float = 0.01,
+                  A=STANDARD_A, solver: SESolver | None = None, examples=EXAMPLE_INPUTS, n_jobs: int = 2,
+                  use_cache: bool = True, phase: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Both branches of the state evolution on an ``omega x alpha`` grid, with what the explorer shows.
+
+    For each ``omega`` the semantic and the positional branch are followed along ``alphas`` with warm starts
+    by :func:`attnlib.alpha_sweep` (every branch curve cached on disk under all parameters and the library
+    fingerprint; the ``2 x len(omegas)`` curves run in parallel through joblib with ``n_jobs`` workers). To each
+    fixed point are added the linear baseline ``eps_lin``, the thresholds and branch ends of the phase table at
+    its ``omega`` (``phase``, by default ``phase_boundary``; ``phase_lines``), whether the branch
+    exists there (``branch_exists``: inside its range in the table), whether it is the global minimum, and
+    its attention maps (``attention_maps``).
+
+    Where the table does not apply (``table_applies``: other ``sigma``, ``lambda`` or ``A``) the lines are
+    NaN and a branch exists wherever its fixed point converged with its overlap not collapsed (``found``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per ``(omega, alpha, branch)``: ``omega, alpha, branch, q, m, theta, test_error, train_loss,
+        converged, sigma, lam``, ``found`` (converged, defining overlap not collapsed), ``exists``,
+        ``is_global``, ``eps_lin``, ``alpha_c, alpha_l, semantic_end, positional_end`` (NaN: none), the mean
+        attention diagonals ``S11_mean, S22_mean`` (student) and ``T11_mean, T22_mean`` (teacher), and for each
+        example ``j`` ``S11_ex{j}, S22_ex{j}, T11_ex{j}, T22_ex{j}``; sorted by ``omega, branch, alpha``.
+        ``is_global`` marks the existing branch of lower training loss at each point.
+
+    Raises
+    ------
+    ValueError
+        If ``omegas`` is empty, or the table applies but some ``omega`` lies outside its rows (restrict the grid
+        with ``table_omegas``).
+    """
+    omegas = np.atleast_1d(np.asarray(omegas, dtype=float))
+    if omegas.size == 0:
+        raise ValueError("omegas must contain at least one value")
+    params_of = {float(w): TaskParams(sigma=float(sigma), lam=float(lam), omega=float(w), A=A) for w in omegas}
+    if phase is None:
+        phase = phase_boundary()[0]
+    applies = table_applies(phase, next(iter(params_of.values())))
+    if applies and not table_covers(omegas, phase).all():
+        raise ValueError(f"omegas {sorted(set(omegas) - set(table_omegas(omegas, phase)))} lie outside the phase "
+                         f"table's rows ({phase.omega.min():g} to {phase.omega.max():g}): use table_omegas")
+    lines = phase_lines(phase, omegas).set_index("omega") if applies else None
+    tasks = [(w, b) for w in params_of for b in BRANCHES]
+
+    def one(w, b):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return alpha_sweep(params_of[w], alphas, branches=(b,), solver=solver, use_cache=use_cache)
+
+    # one task per (omega, branch), so that both workers stay busy (branch curves take unequal times)
+    curves = (Parallel(n_jobs=n_jobs)(delayed(one)(w, b) for w, b in tasks) if n_jobs != 1
+              else [one(w, b) for w, b in tasks])
+    parts = []
+    for w, params in params_of.items():
+        df = pd.concat([c for (cw, _), c in zip(tasks, curves) if cw == w], ignore_index=True)
+        df = df[["omega", "alpha", "branch", "q", "m", "theta", "test_error", "train_loss", "converged",
+                 "sigma", "lam"]].copy()
+        df["converged"] = df["converged"].astype(bool)
+        line = lines.loc[w] if applies else None
+        df["found"] = branch_exists("semantic", df.alpha, _defining_overlap(df), df.converged, params.rho)
+        df["exists"] = False
+        for b in BRANCHES:
+            sel = (df.branch == b).to_numpy()
+            df.loc[sel, "exists"] = branch_exists(b, df.alpha[sel], _defining_overlap(df)[sel],
+                                                  df.converged[sel], params.rho, line)
+        df["exists"] = df["exists"].astype(bool)
+        for k in LINE_COLUMNS:
+            df[k] = float(line[k]) if applies else np.nan
+        df["eps_lin"] = linear_baseline_error(params)
+        maps = attention_maps(params, df.q.to_numpy(), df.m.to_numpy(), df.theta.to_numpy(), examples)
+        df["S11_mean"], df["S22_mean"] = maps["S_mean"][:, 0], maps["S_mean"][:, 1]
+        df["T11_mean"], df["T22_mean"] = maps["T_mean"][0], maps["T_mean"][1]
+        for j in range(maps["T_ex"].shape[0]):
+            df[f"S11_ex{j}"], df[f"S22_ex{j}"] = maps["S_ex"][:, j, 0], maps["S_ex"][:, j, 1]
+            df[f"T11_ex{j}"], df[f"T22_ex{j}"] = maps["T_ex"][j, 0], maps["T_ex"][j, 1]
+        parts.append(df)
+    grid = pd.concat(parts, ignore_index=True)
+    loss = grid.train_loss.where(grid.exists, np.inf)
+    best = loss.groupby([grid.omega, grid.alpha]).transform("min")
+    grid["is_global"] = grid.exists & (loss == best)
+    # a tie (equal losses to the last digit) keeps the semantic branch only
+    dup = grid[grid.is_global].duplicated(["omega", "alpha"], keep="first")
+    grid.loc[dup[dup].index, "is_global"] = False
+    return grid.sort_values(["omega", "branch", "alpha"]).reset_index(drop=True)
+
+
+def grid_thresholds(grid: pd.DataFrame) -> pd.DataFrame:
+    """``alpha_c`` and ``alpha_l`` at each ``omega``, read off an :func:`explorer_grid` table.
+
+    ``alpha_c``: the first sign change (+ to -) of ``eps_t(semantic) - eps_t(positional)`` where both branches
+    exist; ``alpha_l``: the first where the global minimum's ``eps_g`` falls below ``eps_lin``. Both are
+    linearly interpolated in ``log alpha`` between grid points (the grid's resolution, not Brent's
+    refinement of :func:`attnlib.critical_alpha`); NaN where there is no crossing on the grid.
+    """
+    rows = []
+    for w, g in grid.groupby("omega", sort=True):
+        sem = g[g.branch == "semantic"].set_index("alpha").sort_index()
+        pos = g[g.branch == "positional"].set_index("alpha").sort_index()
+        a = sem.index.to_numpy()
+        both = (sem.exists & pos.exists).to_numpy()
+        gap = np.where(both, (sem.train_loss - pos.train_loss).to_numpy(), np.nan)
+        glob = g[g.is_global].groupby("alpha").first().reindex(a)
+        above_lin = (glob.test_error - glob.eps_lin).to_numpy()
+        rows.append(dict(omega=float(w), alpha_c=log_crossing(a, gap), alpha_l=log_crossing(a, above_lin)))
+    return pd.DataFrame(rows)
