@@ -60,6 +60,13 @@ def _as_starts(starts) -> list[str]:
     return starts
 
 
+def _check_table_grid(params, alpha, d, seeds, starts) -> tuple:
+    """The checked ``(alpha, ds, seeds, starts)`` of a table call (``ValueError`` naming the parameter)."""
+    if not isinstance(params, TaskParams):
+        raise ValueError(f"params must be a TaskParams, got {type(params).__name__}")
+    return check_alpha(alpha), _as_ints("d", d, 1), _as_ints("seeds", seeds, 0), _as_starts(starts)
+
+
 def _tracking_run(params: TaskParams, d: int, alpha: float, start: str, seed: int, n_iter: int, damping: float,
                   normalize_teacher: bool, prox_mode: str, n_probes: int, probe_eps: float,
                   use_cache: bool) -> dict:
@@ -147,12 +154,7 @@ def gamp_tracking_table(params: TaskParams, d=2000, alpha: float = 2.0, starts=G
         Naming the parameter, for an unknown start, empty or invalid ``d``/``seeds``, ``n_iter < 1``, and
         whatever :func:`run_gamp` rejects.
     """
-    if not isinstance(params, TaskParams):
-        raise ValueError(f"params must be a TaskParams, got {type(params).__name__}")
-    alpha = check_alpha(alpha)
-    ds = _as_ints("d", d, 1)
-    seeds = _as_ints("seeds", seeds, 0)
-    starts = _as_starts(starts)
+    alpha, ds, seeds, starts = _check_table_grid(params, alpha, d, seeds, starts)
     n_iter = check_int("n_iter", n_iter, 1)
     damping = check_damping("damping", damping)
     if prox_mode not in PROX_MODES:
@@ -270,12 +272,7 @@ def gamp_fixed_point_table(params: TaskParams, d=2000, alpha: float = 2.0, start
         (:func:`attnlib.test_error_from_overlaps_rho`). Also ``rho_hat`` and wall times
         ``seconds_*``.
     """
-    if not isinstance(params, TaskParams):
-        raise ValueError(f"params must be a TaskParams, got {type(params).__name__}")
-    alpha = check_alpha(alpha)
-    ds = _as_ints("d", d, 1)
-    seeds = _as_ints("seeds", seeds, 0)
-    starts = _as_starts(starts)
+    alpha, ds, seeds, starts = _check_table_grid(params, alpha, d, seeds, starts)
     options = {s: dict(FIXED_POINT_OPTIONS[s]) for s in GAMP_STARTS}
     for s, extra in (gamp_options or {}).items():
         if s not in GAMP_STARTS:
