@@ -76,9 +76,39 @@ def test_build_has_no_sphinx_warnings(built_book: Path) -> None:
     if not log.is_file():
         pytest.skip("no build log (BOOK_SKIP_BUILD=1)")
     text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text())  # drop terminal colours
-    warnings = [line for line in text.splitlines()
-                if re.search(r"\bWARNING:|\bERROR:", line) and "[IPKernelApp]" not in line]
+    lines = text.splitlines()
+    warnings = [line for i, line in enumerate(lines)
+                if re.search(r"\bWARNING:|\bERROR:", line) and "[IPKernelApp]" not in line
+                and not is_kernel_shutdown_race(lines, i)]
     assert not warnings, "Sphinx warnings in the book build:\n" + "\n".join(warnings)
+
+
+def is_kernel_shutdown_race(lines: list[str], i: int) -> bool:
+    """Is line ``i`` of the build log the traceback an exiting notebook kernel (ipykernel 6) prints when its
+    last "idle" status races with the closing of its socket? Its text is fixed: tornado's "Uncaught exception
+    in ZMQStream callback", a traceback through ipykernel's ``_publish_status``, ending in ``ZMQError: Socket
+    operation on non-socket``. It comes after the pages are written, says nothing about them, and is fixed
+    upstream in ipykernel 7 (ipython/ipykernel#1518), which requirements.txt keeps out for another reason.
+    Any other ERROR line still fails the build check."""
+    if "ERROR:tornado.general:Uncaught exception in ZMQStream callback" not in lines[i]:
+        return False
+    block = []
+    for line in lines[i + 1:i + 60]:
+        block.append(line)
+        if not line.startswith((" ", "Traceback")):
+            break
+    return ("ipykernel/kernelbase.py" in "\n".join(block) and "_publish_status" in "\n".join(block)
+            and block[-1].startswith("zmq.error.ZMQError: Socket operation on non-socket"))
+
+
+def test_the_build_check_ignores_only_the_kernel_shutdown_race():
+    race = ["ERROR:tornado.general:Uncaught exception in ZMQStream callback", "Traceback (most recent call last):",
+            '  File "/x/ipykernel/kernelbase.py", line 607, in _publish_status', "    self.session.send(",
+            "zmq.error.ZMQError: Socket operation on non-socket"]
+    assert is_kernel_shutdown_race(race, 0)
+    other = race[:-1] + ["ValueError: something else"]
+    assert not is_kernel_shutdown_race(other, 0)
+    assert not is_kernel_shutdown_race(["ERROR: unknown directive type", *race[1:]], 0)
 
 
 # JavaScript run in the page once MathJax is done: what the checks need, in one round trip.
