@@ -55,6 +55,15 @@ def test_default_view_matches_state_evolution(view):
                           "positional_end": pytest.approx(np.nan, nan_ok=True)}
 
 
+def test_view_finds_a_branch_that_repels_the_iteration():
+    """At omega = 0 the positional branch repels the state-evolution iteration; the widget follows it as the
+    sweeps do (Newton's method where the iteration collapses) instead of showing the uninformed point."""
+    v = explorer_view(omega=0.0, alpha=0.55, phase=PHASE)
+    pos = v.branches["positional"]
+    assert pos.converged and pos.m > 0.1
+    assert v.exists["positional"]
+
+
 def test_sampled_maps_consistent(view):
     for b, r in view.branches.items():
         # Monte-Carlo eps_g from the sampled attention maps agrees with the state evolution

@@ -119,6 +119,33 @@ def test_branch_following_stays_on_the_positional_branch():
     assert plain.converged and abs(plain.m - last.m) < 1e-3
 
 
+def test_sweep_follows_a_branch_that_repels_the_iteration():
+    """Regression (a silent wrong answer): at omega = 0 every iteration from m > 0 flows to the uninformed point,
+    so the positional sweep returned m ~ 1e-12 with converged=True at every alpha, although the branch exists
+    there. follow_branch now looks for it by Newton's method. The point it returns at alpha = 0.55 is a fixed
+    point of the positional equations (one undamped map step moves it by less than the solver's tolerance)
+    with m clearly non-zero, and its training loss lies below that of the uninformed point."""
+    from attnlib.theory.state_evolution import state_evolution_step
+
+    p0 = TaskParams(sigma=0.5, lam=0.01, omega=0.0)
+    df = alpha_sweep(p0, [0.45, 0.5, 0.55], branches=("positional",), use_cache=False)
+    assert df.converged.all() and (df.m > 0.1).all()
+    row = df.set_index("alpha").loc[0.55]
+    x = Overlaps(*row[["q", "m", "V", "theta"]].astype(float))
+    fx = state_evolution_step(p0, 0.55, x, branch="positional")
+    assert abs(fx.m - x.m) < 1e-5 and abs(fx.q - x.q) < 1e-5 * x.q and abs(fx.V - x.V) < 1e-5 * x.V
+    uninformed = solve_state_evolution(p0, 0.55, "agnostic")
+    assert uninformed.converged and row.train_loss < uninformed.train_loss - 1e-5
+
+
+def test_sweep_returns_the_uninformed_point_beyond_a_branch_end():
+    """Where the positional branch does not exist (omega = 0, alpha = 3, far beyond its end), Newton finds
+    nothing either and the sweep returns the uninformed point, converged: no branch is invented."""
+    p0 = TaskParams(sigma=0.5, lam=0.01, omega=0.0)
+    row = alpha_sweep(p0, [3.0], branches=("positional",), use_cache=False).iloc[0]
+    assert row.converged and abs(row.m) < 1e-3 * p0.rho
+
+
 def test_semantic_takeover_kinds():
     """Every way the global minimum can turn semantic, on made-up phase-table rows."""
     from attnlib.theory.sweeps import semantic_takeover

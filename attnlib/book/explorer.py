@@ -3,7 +3,7 @@
 Three layers, so that the static book page and the live widget draw the same thing:
 
 * :func:`explorer_view` computes the view data of one parameter point ``(omega, alpha, sigma, lambda)``:
-  both fixed points of the state evolution (semantic and positional, :func:`attnlib.solve_state_evolution`),
+  both fixed points of the state evolution (semantic and positional, as :func:`attnlib.alpha_sweep` finds them),
   which of them exist there and which is the global minimum, the linear baseline, the attention maps the
   overlaps imply (sampled from the Gaussian representation of book :eq:`eq-gaussian-fields`: ``h = sqrt(q) xi + m s``,
   ``h* = (theta/sqrt(q)) xi + sqrt(rho - theta^2/q) eta``) and the phase diagram to place the point in;
@@ -31,7 +31,8 @@ import pandas as pd
 from ..theory.attention import attention_matrix, teacher_matrix
 from ..theory.generalisation import linear_baseline_error
 from ..params import TaskParams
-from ..theory.state_evolution import SEResult, SESolver, solve_state_evolution
+from ..theory.state_evolution import SEResult, SESolver
+from ..theory.sweeps import follow_branch
 from .phase_table import (BRANCHES, END_COLUMNS, LINE_COLUMNS, branch_exists, phase_boundary, phase_lines,
                           table_applies, table_covers)
 
@@ -119,7 +120,7 @@ def explorer_view(omega: float = DEFAULTS["omega"], alpha: float = DEFAULTS["alp
     starts = starts or {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        branches = {b: solve_state_evolution(params, float(alpha), b, solver=solver, start=starts.get(b))
+        branches = {b: follow_branch(params, float(alpha), b, starts.get(b), solver)
                     for b in BRANCHES}
     table, source = phase if phase is not None else phase_boundary()
     applies = table_applies(table, params) and bool(table_covers([params.omega], table)[0])

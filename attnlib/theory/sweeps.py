@@ -42,9 +42,9 @@ from ..exceptions import ConvergenceWarning
 from .generalisation import linear_baseline_error
 from ..params import TaskParams, check_alpha
 from .quadrature import Quadrature
-from .state_evolution import Overlaps, SEResult, SESolver, solve_state_evolution
+from .state_evolution import Overlaps, SEResult, SESolver, default_start, solve_state_evolution
 
-__all__ = ["ThresholdNotFound", "follow_branch", "branch_curve", "alpha_sweep", "branch_curvature",
+__all__ = ["ThresholdNotFound", "follow_branch", "rescue_branch_point", "branch_curve", "alpha_sweep", "branch_curvature",
            "continuation_settings", "branch_trace", "branch_point", "energy_gap", "critical_alpha",
            "linear_crossing_alpha", "branch_ends", "phase_diagram", "summarise_phase_diagram", "semantic_takeover",
            "DEFAULT_ALPHA_GRID",
@@ -72,6 +72,12 @@ CURVATURE_STEP = 0.02
 PLAIN_MAX_ITER = 300
 #: A branch whose defining overlap (theta or m) is below this times rho has merged with the agnostic point.
 EXISTENCE_TOL = VANISH_FLOOR
+#: Where a branch point collapses onto the uninformed point, :func:`follow_branch` looks for the branch by
+#: Newton's method (which, unlike the iteration, also converges to a fixed point that repels the iteration)
+#: with at most this many corrector iterations per round of the continuation settings.
+RESCUE_NEWTON = 3
+#: Cold starts of that search: the default start with its defining overlap scaled by these factors.
+RESCUE_SCALES = (0.6, 0.3)
 
 
 class ThresholdNotFound(RuntimeError):
@@ -97,18 +103,59 @@ def follow_branch(params: TaskParams, alpha: float, branch: str, start: Overlaps
     ``EXISTENCE_TOL * rho``) or the iteration fails, the point is solved again from ``start`` with plain damped
     steps (no acceleration, up to ``PLAIN_MAX_ITER`` iterations), which follow the attractor continuously; that
     result is kept when it converges.
+
+    Where the branch repels the iteration (the positional branch at ``omega = 0``: every iteration from
+    ``m > 0`` flows to ``m = 0``), even plain steps end on the uninformed point. So when the point still
+    collapses, from a cold start (``start=None``) or from a point of the branch, the branch is looked for by
+    Newton's method (:func:`rescue_branch_point`); the result is kept if it converges with the defining overlap
+    present. If not, the uninformed point is returned: the branch does not exist at ``alpha`` (it ended) or
+    was not found from here; :func:`branch_trace` finds its ends.
     """
     solver = solver or SESolver()
     floor = EXISTENCE_TOL * params.rho
+    cold = start is None or defining_overlap(branch, start) < floor
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         res = solve_state_evolution(params, alpha, branch, start=start, solver=solver)
-        if start is None or defining_overlap(branch, start) < floor or (
-                res.converged and defining_overlap(branch, res) >= floor):
+        if res.converged and defining_overlap(branch, res) >= floor:
             return res
-        plain = replace(solver, anderson=0, max_iter=max(solver.max_iter, PLAIN_MAX_ITER))
-        again = solve_state_evolution(params, alpha, branch, start=start, solver=plain)
-    return again if again.converged or not res.converged else res
+        if not cold:
+            plain = replace(solver, anderson=0, max_iter=max(solver.max_iter, PLAIN_MAX_ITER))
+            again = solve_state_evolution(params, alpha, branch, start=start, solver=plain)
+            res = again if again.converged or not res.converged else res
+            if res.converged and defining_overlap(branch, res) >= floor:
+                return res
+    if branch not in ("semantic", "positional") or (start is not None and cold):
+        return res
+    found = rescue_branch_point(params, alpha, branch, None if cold else start, solver)
+    return found if found is not None else res
+
+
+def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Overlaps | None,
+                        solver: SESolver | None = None) -> SEResult | None:
+    """The point of ``branch`` at ``alpha`` by Newton's method (:func:`attnlib.newton_fixed_point`), from
+    ``start`` (a nearby point of the branch) or, if None, from the branch's default start with its defining
+    overlap scaled by each of :data:`RESCUE_SCALES` in turn; at most :data:`RESCUE_NEWTON` corrector
+    iterations per round. Returns the first converged fixed point whose defining overlap is present (at least
+    ``EXISTENCE_TOL * rho``), else None."""
+    solver = solver or SESolver()
+    floor = EXISTENCE_TOL * params.rho
+    if start is None:
+        x = default_start(params, branch)
+        starts = [Overlaps(q=x.q, m=x.m * f, V=x.V, theta=x.theta * f) for f in RESCUE_SCALES]
+    else:
+        starts = [start]
+    settings = Continuation(solver=solver, max_newton=RESCUE_NEWTON)
+    for x0 in starts:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            try:
+                res = newton_fixed_point(params, alpha, branch, x0, settings=settings)
+            except (ValueError, ArithmeticError):   # Newton left the domain of the map: no point from here
+                continue
+        if res.converged and defining_overlap(branch, res) >= floor:
+            return res
+    return None
 
 
 def branch_curve(params: TaskParams, alphas, branch: str, solver: SESolver | None = None,
@@ -138,6 +185,12 @@ def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
     Each branch is followed in increasing ``alpha`` with warm starts; the semantic branch is followed
     downwards from the largest ``alpha`` (it is easiest to find where it is the global minimum). Branches run
     in parallel through joblib (``n_jobs``); each branch curve is cached on disk under every parameter.
+
+    Each point is :func:`follow_branch`: where the iteration collapses onto the uninformed point
+    (``m = theta = 0``) from a cold start or from a point of the branch, the branch is looked for by Newton's
+    method before the uninformed point is accepted. A row whose defining overlap (``theta`` semantic, ``m``
+    positional) vanishes is therefore the uninformed point where the branch was not found: beyond its end, as a
+    rule (:func:`attnlib.branch_trace` locates the ends).
 
     Returns
     -------
