@@ -186,7 +186,7 @@ def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
     downwards from the largest ``alpha`` (it is easiest to find where it is the global minimum). Branches run
     in parallel through joblib (``n_jobs``); each branch curve is cached on disk under every parameter.
 
-    Each point is :func:`follow_branch`: where the iteration collapses onto the uninformed point
+    Each point is ``attnlib.theory.sweeps.follow_branch``: where the iteration collapses onto the uninformed point
     (``m = theta = 0``) from a cold start or from a point of the branch, the branch is looked for by Newton's
     method before the uninformed point is accepted. A row whose defining overlap (``theta`` semantic, ``m``
     positional) vanishes is therefore the uninformed point where the branch was not found: beyond its end, as a
