@@ -44,12 +44,10 @@ from ..params import TaskParams, check_alpha
 from .quadrature import Quadrature
 from .state_evolution import Overlaps, SEResult, SESolver, default_start, solve_state_evolution
 
-__all__ = ["ThresholdNotFound", "follow_branch", "rescue_branch_point", "branch_curve", "alpha_sweep", "branch_curvature",
-           "continuation_settings", "branch_trace", "branch_point", "energy_gap", "critical_alpha",
+__all__ = ["ThresholdNotFound", "follow_branch", "rescue_branch_point", "branch_curve", "alpha_sweep",
+           "branch_curvature", "continuation_settings", "branch_trace", "branch_point", "energy_gap", "critical_alpha",
            "linear_crossing_alpha", "branch_ends", "phase_diagram", "summarise_phase_diagram", "semantic_takeover",
-           "DEFAULT_ALPHA_GRID",
-           "DEFAULT_RANGE",
-           "SMOOTH_QUADRATURE", "TIE_SMOOTHING"]
+           "DEFAULT_ALPHA_GRID", "DEFAULT_RANGE", "SMOOTH_QUADRATURE", "TIE_SMOOTHING"]
 
 #: A coarse grid of ``alpha`` (for point-wise sweeps; thresholds use only its range).
 DEFAULT_ALPHA_GRID = tuple(np.round(np.geomspace(0.25, 5.0, 16), 4))
@@ -93,6 +91,11 @@ def _check_grid(alphas) -> np.ndarray:
     return arr
 
 
+def _on_branch(params: TaskParams, branch: str, res: SEResult) -> bool:
+    """Did ``res`` converge with the branch's defining overlap present (at least ``EXISTENCE_TOL * rho``)?"""
+    return res.converged and defining_overlap(branch, res) >= EXISTENCE_TOL * params.rho
+
+
 def follow_branch(params: TaskParams, alpha: float, branch: str, start: Overlaps | None,
                   solver: SESolver | None = None) -> SEResult:
     """One point of a branch, warm-started from a nearby point of the same branch, followed continuously.
@@ -112,18 +115,17 @@ def follow_branch(params: TaskParams, alpha: float, branch: str, start: Overlaps
     was not found from here; :func:`branch_trace` finds its ends.
     """
     solver = solver or SESolver()
-    floor = EXISTENCE_TOL * params.rho
-    cold = start is None or defining_overlap(branch, start) < floor
+    cold = start is None or defining_overlap(branch, start) < EXISTENCE_TOL * params.rho
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         res = solve_state_evolution(params, alpha, branch, start=start, solver=solver)
-        if res.converged and defining_overlap(branch, res) >= floor:
+        if _on_branch(params, branch, res):
             return res
         if not cold:
             plain = replace(solver, anderson=0, max_iter=max(solver.max_iter, PLAIN_MAX_ITER))
             again = solve_state_evolution(params, alpha, branch, start=start, solver=plain)
             res = again if again.converged or not res.converged else res
-            if res.converged and defining_overlap(branch, res) >= floor:
+            if _on_branch(params, branch, res):
                 return res
     if branch not in ("semantic", "positional") or (start is not None and cold):
         return res
@@ -139,7 +141,6 @@ def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Ov
     iterations per round. Returns the first converged fixed point whose defining overlap is present (at least
     ``EXISTENCE_TOL * rho``), else None."""
     solver = solver or SESolver()
-    floor = EXISTENCE_TOL * params.rho
     if start is None:
         x = default_start(params, branch)
         starts = [Overlaps(q=x.q, m=x.m * f, V=x.V, theta=x.theta * f) for f in RESCUE_SCALES]
@@ -153,7 +154,7 @@ def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Ov
                 res = newton_fixed_point(params, alpha, branch, x0, settings=settings)
             except (ValueError, ArithmeticError):   # Newton left the domain of the map: no point from here
                 continue
-        if res.converged and defining_overlap(branch, res) >= floor:
+        if _on_branch(params, branch, res):
             return res
     return None
 
