@@ -38,6 +38,17 @@ def check_int(name: str, value, minimum: int) -> int:
     return value
 
 
+def check_seeds(name: str, seeds, minimum: int = 2) -> tuple:
+    """Return ``seeds`` as a tuple of at least ``minimum`` distinct integers ``>= 0``, else raise ``ValueError``
+    naming ``name`` (several scramblings or streams, whose spread gives a standard error)."""
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__len__") or len(seeds) < minimum:
+        raise ValueError(f"{name} must be a sequence of at least {minimum} distinct integers >= 0, got {seeds!r}")
+    out = tuple(check_int(f"{name}[{i}]", s, 0) for i, s in enumerate(seeds))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{name} must be distinct integers >= 0, got {seeds!r}")
+    return out
+
+
 def check_finite_scalar(name: str, value) -> float:
     """Return ``value`` as a float, or raise ``ValueError`` naming ``name`` if it is not a finite real."""
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
