@@ -158,3 +158,16 @@ def test_summary_is_the_worst_deviation_and_the_averaged_mean():
         rule_study_summary(table, averaged=(("sobol-sym", 11),))
     with pytest.raises(ValueError, match="table must be"):
         rule_study_summary(table.drop(columns="dev_q"))
+
+
+def test_summary_takes_the_cost_of_a_map_step_from_the_map_table():
+    from attnlib.theory.rule_study import rule_study_summary
+    table, _ = load("rule_study_fixed_points")
+    maps, _ = load("rule_study_map")
+    summary = rule_study_summary(table, averaged=(("sobol-sym", 17),), map_table=maps)
+    assert (summary.map_seconds > 0).all()
+    one = summary[(summary.rule == "sobol-sym") & (summary.order == 17) & (summary.scramblings == 1)].iloc[0]
+    three = summary[summary.scramblings == 3].iloc[0]
+    assert three.map_seconds == pytest.approx(3 * one.map_seconds)
+    with pytest.raises(ValueError, match="map_table lacks"):
+        rule_study_summary(table, map_table=maps[maps.rule == "gauss-hermite"])

@@ -328,7 +328,8 @@ def fixed_point_errors(params: TaskParams, alpha: float, branch: str, rules, ref
     return df
 
 
-def rule_study_summary(table: pd.DataFrame, averaged: tuple = ()) -> pd.DataFrame:
+def rule_study_summary(table: pd.DataFrame, averaged: tuple = (), map_table: pd.DataFrame | None = None
+                       ) -> pd.DataFrame:
     """Worst deviation of each candidate rule over the points of a :func:`fixed_point_errors` table.
 
     Parameters
@@ -339,6 +340,9 @@ def rule_study_summary(table: pd.DataFrame, averaged: tuple = ()) -> pd.DataFram
         Randomised rules whose scramblings are also averaged, as :func:`attnlib.solve_accurately` does: for
         each, a row of the mean fixed point over the candidate seeds of that rule, its deviation measured from
         the reference like the others.
+    map_table : pandas.DataFrame, optional
+        Rows of :func:`map_image_errors` for the same rules: adds ``map_seconds``, the median over points (and
+        scramblings) of the wall time of one evaluation of the map, times the number of scramblings averaged.
 
     Returns
     -------
@@ -346,7 +350,9 @@ def rule_study_summary(table: pd.DataFrame, averaged: tuple = ()) -> pd.DataFram
         One row per candidate rule (one scrambling; Gauss-Hermite is deterministic), then one per averaged rule:
         ``rule, order, n_points, scramblings`` (1 or the number averaged), ``worst_<field>`` (the largest
         ``|dev_<field>|`` over points and scramblings, relative, for ``q, m, theta, test_error, train_loss``),
-        ``seconds`` (median over points of the wall time of one solve, summed over the averaged scramblings).
+        ``seconds`` (median over points of the wall time of one solve, summed over the averaged scramblings;
+        the solves of :func:`fixed_point_errors` start from the default rule's point, so this is the cost of a
+        warm solve) and, with ``map_table``, ``map_seconds``.
     """
     need = {"role", "rule", "order", "seed", "omega", "alpha", "branch", "seconds"} | {
         f"dev_{k}" for k in FIXED_POINT_FIELDS} | {f"ref_{k}" for k in FIXED_POINT_FIELDS} | set(FIXED_POINT_FIELDS)
@@ -373,4 +379,13 @@ def rule_study_summary(table: pd.DataFrame, averaged: tuple = ()) -> pd.DataFram
         row.update({f"worst_{k}": float(dev[:, j].max()) for j, k in enumerate(FIXED_POINT_FIELDS)})
         row["seconds"] = float(per_point.seconds.sum().median())
         rows.append(row)
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    if map_table is not None:
+        if not isinstance(map_table, pd.DataFrame) or {"rule", "order", "seconds"} - set(map_table.columns):
+            raise ValueError("map_table must be a map_image_errors table (columns rule, order, seconds)")
+        cost = map_table.groupby(["rule", "order"]).seconds.median()
+        missing = [(r, o) for r, o in zip(out.rule, out.order) if (r, o) not in cost.index]
+        if missing:
+            raise ValueError(f"map_table lacks the rules {missing}")
+        out["map_seconds"] = [float(cost[(r, o)]) * n for r, o, n in zip(out.rule, out.order, out.scramblings)]
+    return out
