@@ -1,6 +1,7 @@
 """Speed of the state-evolution solver (prints measured figures; not a timed test).
 
-Targets (2-core machine): one converged fixed point <= 0.5 s (median); both branches on a 40-point alpha grid
+Targets (2-core machine): one converged fixed point <= 0.5 s (median), both with the default rule and
+converged in the quadrature (attnlib.solve_accurately, within 2e-3 of the converged answer); both branches on a 40-point alpha grid
 <= 20 s; the phase diagram with continuation-based thresholds and branch ends at 10 values of omega <= 3 min;
 one continuation step (median); the finite-d arbiter at one omega for d up to 4000, 4 seeds, <= 5 min.
 Reference runs in the same process: the proximal step solved node by node with scipy.optimize.minimize (the
@@ -22,7 +23,8 @@ from dataclasses import replace
 import numpy as np
 from scipy.optimize import minimize
 
-from attnlib import SESolver, TaskParams, alpha_sweep, erm_sweep, phase_diagram, solve_state_evolution
+from attnlib import (SESolver, TaskParams, alpha_sweep, erm_sweep, phase_diagram, solve_accurately,
+                     solve_state_evolution)
 from attnlib.finite_d.arbiter import arbiter_table, finite_d_critical_alpha
 from attnlib.theory.continuation import trace_branch
 from attnlib.theory.sweeps import DEFAULT_ALPHA_GRID, continuation_settings
@@ -50,6 +52,19 @@ def main(quick: bool):
                 iters.append(r.n_iter)
         print(f"one fixed point (cold start, 10 points), {backend} prox: median {statistics.median(times):.3f} s, "
               f"max {max(times):.3f} s, median {statistics.median(iters):.0f} iterations")
+        if backend == "numba":
+            default_times = times
+
+    # the fixed point converged in the quadrature (three scrambled Sobol rules), beside the default rule's above
+    acc_times = []
+    for alpha, branch in ((1.25, "positional"), (2.0, "positional"), (1.25, "semantic"), (2.0, "semantic")):
+        a = solve_accurately(p, alpha, branch)
+        acc_times.append(a.seconds)
+        print(f"accurate fixed point ({branch}, alpha={alpha}): {a.seconds:.1f} s, 2^{a.order} points x "
+              f"{len(a.seeds)} scramblings, largest relative standard error "
+              f"{max(a.stderr[k] / abs(a.mean[k]) for k in a.mean if a.mean[k]):.1e}")
+    print(f"accurate fixed point: median {statistics.median(acc_times):.1f} s (target 0.5 s; default rule "
+          f"median {statistics.median(default_times):.3f} s)")
 
     # reference: scipy.optimize.minimize per node for one state-evolution iteration
     nodes, _ = se_nodes(solver.quadrature, symmetry_generators(p, (0.0, None)))
