@@ -171,3 +171,13 @@ def test_summary_takes_the_cost_of_a_map_step_from_the_map_table():
     assert three.map_seconds == pytest.approx(3 * one.map_seconds)
     with pytest.raises(ValueError, match="map_table lacks"):
         rule_study_summary(table, map_table=maps[maps.rule == "gauss-hermite"])
+
+
+def test_scrambling_mean_is_the_mean_and_its_standard_error():
+    from attnlib.theory.quadrature import scrambling_mean
+    vals = np.array([[1.0, 10.0], [2.0, 10.0], [4.0, 10.0]])
+    mean, se = scrambling_mean(vals)
+    assert mean.tolist() == [7 / 3, 10.0]
+    assert se[0] == pytest.approx(np.std([1, 2, 4], ddof=1) / np.sqrt(3)) and se[1] == 0.0
+    with pytest.raises(ValueError, match="at least 2 scramblings"):
+        scrambling_mean([[1.0, 2.0]])

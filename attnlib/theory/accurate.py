@@ -17,16 +17,13 @@ as at ``omega = 0``, ``alpha = 0.55``) the rule is doubled, up to ``2**19`` poin
 """
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams, check_alpha, check_finite_scalar, check_int, check_seeds
-from .quadrature import Quadrature
+from .quadrature import Quadrature, scrambling_mean
 from .state_evolution import BRANCHES, Overlaps, SESolver
 from .sweeps import follow_branch
 
@@ -186,9 +183,9 @@ def solve_accurately(params: TaskParams, alpha: float, branch: str = "semantic",
         for seed in seeds:
             runs.append(follow_branch(params, alpha, branch, runs[0].overlaps if runs else start,
                                       accurate_solver(seed, order, base)))
-        values = {k: np.array([getattr(r, k) for r in runs]) for k in ACCURATE_FIELDS}
-        mean = {k: float(v.mean()) for k, v in values.items()}
-        stderr = {k: float(v.std(ddof=1) / math.sqrt(len(v))) for k, v in values.items()}
+        means, errors = scrambling_mean([[getattr(r, k) for k in ACCURATE_FIELDS] for r in runs])
+        mean = dict(zip(ACCURATE_FIELDS, means.tolist()))
+        stderr = dict(zip(ACCURATE_FIELDS, errors.tolist()))
         worst = max(stderr[k] / abs(mean[k]) for k in ACCURATE_FIELDS if mean[k] != 0.0)
         if worst <= rtol or order >= max_order:
             break

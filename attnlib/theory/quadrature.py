@@ -15,7 +15,7 @@ from numpy.polynomial.hermite_e import hermegauss
 from scipy.special import ndtri
 from scipy.stats import qmc
 
-__all__ = ["Quadrature", "gauss_hermite_1d", "gaussian_rule", "reduced_rule"]
+__all__ = ["Quadrature", "gauss_hermite_1d", "gaussian_rule", "reduced_rule", "scrambling_mean"]
 
 _RULES = ("gauss-hermite", "sobol", "sobol-sym")
 #: Sign flips under which the "sobol-sym" rule is closed (4-d rules: (x1, x2, x3, x4) -> signs * x). In the
@@ -183,3 +183,15 @@ def reduced_rule(rule: str, order: int, seed: int, dim: int, generators: tuple) 
     p_red.setflags(write=False)
     w_red.setflags(write=False)
     return p_red, w_red
+
+
+def scrambling_mean(values) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over scramblings and its standard error: ``values`` of shape ``(n, ...)``, one row per scrambling
+    of a randomised rule (each an unbiased estimate, so their spread measures the error), ``n >= 2``.
+
+    Returns ``(mean, std / sqrt(n))`` over the first axis (sample standard deviation, ``ddof=1``).
+    """
+    values = np.asarray(values, dtype=float)
+    if values.ndim < 1 or len(values) < 2:
+        raise ValueError(f"values must hold at least 2 scramblings along the first axis, got shape {values.shape}")
+    return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(len(values))

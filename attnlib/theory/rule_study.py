@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams, check_alpha, check_seeds
-from .quadrature import Quadrature
+from .quadrature import Quadrature, scrambling_mean
 from .state_evolution import (BRANCHES, Overlaps, SESolver, _hold, conjugates_and_energy,
                               overlaps_from_conjugates, se_nodes, symmetry_generators)
 from .sweeps import follow_branch
@@ -151,7 +151,7 @@ def _reference_images(params, alpha, hold, x, reference, seeds, solver) -> tuple
     """Mean and standard error (``std / sqrt(n)`` over seeds) of the reference image, per field (cached)."""
     vals = np.array([[_image(params, alpha, hold, x, Quadrature(reference.rule, reference.order, s), solver)[k]
                       for k in IMAGE_FIELDS] for s in seeds])
-    return vals.mean(axis=0), vals.std(axis=0, ddof=1) / np.sqrt(len(seeds))
+    return scrambling_mean(vals)
 
 
 # ------------------------------------------------------------------------------------------------ the tables
@@ -312,8 +312,7 @@ def fixed_point_errors(params: TaskParams, alpha: float, branch: str, rules, ref
                              converged=bool(res.converged), n_iter=res.n_iter, residual=res.residual))
     df = pd.DataFrame(rows)
     ref_vals = df.loc[df.role == "reference", list(FIXED_POINT_FIELDS)].to_numpy(float)
-    ref = ref_vals.mean(axis=0)
-    ref_se = ref_vals.std(axis=0, ddof=1) / np.sqrt(len(ref_vals))
+    ref, ref_se = scrambling_mean(ref_vals)
     dev = _relative(df[list(FIXED_POINT_FIELDS)].to_numpy(float), ref[None, :])
     ref_rse = _relative(ref + ref_se, ref)
     for j, k in enumerate(FIXED_POINT_FIELDS):
