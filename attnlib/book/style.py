@@ -29,7 +29,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 __all__ = ["PAGE_WIDTH", "ONE_PANEL_WIDTH", "DPI", "COLOURS", "ATTENTION_CMAP", "RC", "use", "figsize",
-           "panel_letters", "plain_log_axis", "attention_mosaic", "table", "prose_number"]
+           "panel_letters", "plain_log_axis", "attention_mosaic", "table", "prose_number", "with_error"]
 
 #: Width in inches of a figure that fills the cell-output column at :data:`DPI`: 670 px. (In a 1280 px
 #: window the article is 752 px wide and a notebook output 672 px; a wider figure is scaled down.)
@@ -253,3 +253,13 @@ def prose_number(x: float, digits: int = 2) -> str:
     if mant.lstrip("-") == "10" or mant.lstrip("-").startswith("10."):
         mant, k = f"{x / 10.0 ** (k + 1):.{digits - 1}f}", k + 1
     return f"{mant} \u00d7 10{str(k).translate(_SUPERSCRIPT)}"
+
+
+def with_error(value: float, err: float) -> str:
+    """``"value \u00b1 error"`` for a table cell: the error to one significant digit, the value to that decimal
+    or to 5 significant digits, whichever is coarser (with at least 4); the value alone when ``err`` is 0."""
+    value, err = float(value), float(err)
+    lead = int(np.floor(np.log10(abs(value)))) if value else 0
+    err_digit = int(np.ceil(-np.log10(err))) if err > 0 else 99
+    digits = max(min(max(err_digit, 3 - lead), 4 - lead), 0)
+    return f"{value:.{digits}f} \u00b1 {err:.{max(err_digit, 0)}f}" if err > 0 else f"{value:.{digits}f}"
