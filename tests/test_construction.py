@@ -175,3 +175,27 @@ def test_rows_reproduce():
         assert len(o) == 1
         bad = mismatches(r, o.iloc[0], ["q", "m", "theta", "train_loss", "train_loss_zero", "grad_norm"])
         assert not bad, (r["method"], r["restart"], bad)
+
+
+def test_semantic_tables_hold_m_at_zero_and_the_profiles_disagree():
+    """The semantic edge (omega = 0.3, below the end of the theory's semantic branch): every pinned and
+    restarted student has m = 0 and theta = pin exactly; the theory's profile rises monotonically from
+    theta = 0, while at every d the finite-d profile at the authors' theta lies below the uninformed student
+    (m = theta = 0) on the same data, by more than three standard errors where there are three or more seeds."""
+    fd, meta = _load("edge_semantic")
+    th, tmeta = _load("edge_semantic_theory")
+    assert len(fd) == meta["n_rows"] and len(th) == tmeta["n_rows"]
+    assert fd.converged.all() and (fd.grad_norm <= 1e-7).all() and (fd.sector == "semantic").all()
+    held = fd[fd.method.isin(["pinned", "restart"])]
+    assert np.allclose(held.m, 0.0, rtol=0, atol=1e-12) and np.allclose(held.theta, held.pin, rtol=0, atol=1e-12)
+    assert (held.hold_other == 0.0).all() and th.converged.all()
+    for a, g in th.groupby("alpha"):
+        assert (np.diff(g.sort_values("theta").rel_loss) > 0).all(), a
+    for (a, d), g in fd.groupby(["alpha", "d"]):
+        p = g[g.method == "pinned"]
+        zero = p[p.pin == 0.0].set_index("seed").rel_loss
+        at = p[np.isclose(p.pin, p.target)].set_index("seed").rel_loss
+        diff = (at - zero).dropna()
+        assert diff.mean() < 0, (a, d)
+        if len(diff) >= 3:
+            assert diff.mean() < -3 * diff.sem(), (a, d)

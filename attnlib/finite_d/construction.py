@@ -63,29 +63,38 @@ def sector_direction(teacher, sector: str) -> np.ndarray:
     return teacher.params.sigma**2 * np.asarray(teacher.Q_star, float)
 
 
-def pinned_lbfgs(objective: ERMObjective, u: np.ndarray, value: float, Q0, grad_tol: float = DEFAULT_GRAD_TOL["lbfgs"],
+def pinned_lbfgs(objective: ERMObjective, u: np.ndarray, value, Q0, grad_tol: float = DEFAULT_GRAD_TOL["lbfgs"],
                  maxiter: int = 20000, warn: bool = True) -> GDResult:
-    """Minimise ``R(Q)`` (rank 1) on the hyperplane ``(u . Q)/d = value`` with L-BFGS-B.
+    """Minimise ``R(Q)`` (rank 1) on the affine subspace ``(U Q)/d = value`` with L-BFGS-B.
 
-    ``Q0`` is projected onto the hyperplane first. The stopping rule is that of
-    :func:`~attnlib.finite_d.simulation.minimize_lbfgs`, applied to the projected gradient ``P dR/dQ``
-    (``grad_norm`` in the result is ``||P dR/dQ||/sqrt d``); ``converged=False`` and a
-    :class:`~attnlib.exceptions.ConvergenceWarning` (if ``warn``) when it is not met.
+    ``u`` is one vector of shape ``(d,)`` (one constraint, ``value`` a number) or ``k`` linearly independent
+    rows of shape ``(k, d)`` (``value`` of length ``k``). With ``G = U U^T`` the subspace is
+    ``Q = U^T G^{-1} value d + P x``, ``P x = x - U^T G^{-1} U x``, and the problem is unconstrained in ``x``
+    with gradient ``P dR/dQ``. ``Q0`` is projected onto the subspace first. The stopping rule is that of
+    :func:`~attnlib.finite_d.simulation.minimize_lbfgs`, applied to the projected gradient (``grad_norm`` in the
+    result is ``||P dR/dQ||/sqrt d``); ``converged=False`` and a :class:`~attnlib.exceptions.ConvergenceWarning`
+    (if ``warn``) when it is not met.
     """
     if objective.rank != 1:
         raise ValueError(f"pinned_lbfgs is for a rank-1 student (objective.rank = 1), got rank {objective.rank}")
     d = objective.d
-    u = np.asarray(u, float)
-    if u.shape != (d,) or not np.all(np.isfinite(u)) or not np.any(u):
-        raise ValueError(f"u must be a finite nonzero vector of shape ({d},), got shape {u.shape}")
-    value = check_finite_scalar("value", value)
+    U = np.atleast_2d(np.asarray(u, float))
+    if U.ndim != 2 or U.shape[1] != d or not np.all(np.isfinite(U)):
+        raise ValueError(f"u must be a finite vector of shape ({d},) or rows of shape (k, {d}), got shape "
+                         f"{np.shape(u)}")
+    k = U.shape[0]
+    values = np.atleast_1d(np.asarray(value, float))
+    if values.shape != (k,) or not np.all(np.isfinite(values)):
+        raise ValueError(f"value must be {k} finite number(s), one per row of u, got {value!r}")
+    G = U @ U.T
+    if k > d or np.linalg.matrix_rank(G) < k:
+        raise ValueError("u must be nonzero, with linearly independent rows")
     grad_tol = check_positive("grad_tol", grad_tol)
     maxiter = check_int("maxiter", maxiter, 1)
-    uu = float(u @ u)
-    base = (value * d / uu) * u
+    base = U.T @ np.linalg.solve(G, values * d)
 
     def project(x):
-        return x - (float(u @ x) / uu) * u
+        return x - U.T @ np.linalg.solve(G, U @ x)
 
     def fun(x):
         v, g = objective.value_and_grad((base + project(x))[:, None])
@@ -115,8 +124,8 @@ def _values(name, values) -> list[float]:
 
 
 def sector_minima(params: TaskParams, d: int, alpha: float, sector: str, target: float, seed: int = 0,
-                  profile=(), n_restarts: int = 3, q_start: float = 0.045, normalize_teacher: bool = True,
-                  use_cache: bool = True) -> list[dict]:
+                  profile=(), n_restarts: int = 3, q_start: float = 0.045, hold_other: float | None = None,
+                  normalize_teacher: bool = True, use_cache: bool = True) -> list[dict]:
     """Descent, pinned and released minima of the empirical risk in one sector, on one training set (cached).
 
     Parameters
@@ -135,6 +144,10 @@ def sector_minima(params: TaskParams, d: int, alpha: float, sector: str, target:
         the positional sector, cleared of its component along ``Q*`` (and for the semantic one along ``1_d``).
     q_start : float
         The ``q`` of the random starts (the theory's ``q`` is about 0.045 at the edge points).
+    hold_other : float, optional
+        Also hold the other sector's overlap at this value in the pinned and restarted runs (``m = 0`` for
+        the semantic sector puts the student in the theory's semantic subspace, where ``m`` vanishes); by
+        default it is free.
 
     Returns
     -------
@@ -153,6 +166,8 @@ def sector_minima(params: TaskParams, d: int, alpha: float, sector: str, target:
     profile = _values("profile", profile) if len(np.atleast_1d(profile)) else []
     n_restarts = check_int("n_restarts", n_restarts, 0)
     q_start = check_positive("q_start", q_start)
+    if hold_other is not None:
+        hold_other = check_finite_scalar("hold_other", hold_other)
 
     def compute():
         n = n_samples(alpha, d)
@@ -162,12 +177,18 @@ def sector_minima(params: TaskParams, d: int, alpha: float, sector: str, target:
         zero = objective.value(np.zeros(d)) / d
         u = sector_direction(teacher, sector)
         other = sector_direction(teacher, "semantic" if sector == "positional" else "positional")
+        if hold_other is not None:
+            u = np.stack([u, other])
         rows = []
+
+        def pinned(v, start):
+            return pinned_lbfgs(objective, u, v if hold_other is None else [v, hold_other], start, warn=False)
 
         def row(method, fit, seconds, pin=math.nan, restart=-1):
             ov = overlaps(fit.Q, teacher)
             rows.append({**params.as_dict(), "d": d, "n": n, "alpha": alpha, "seed": seed, "sector": sector,
-                         "method": method, "restart": restart, "target": target, "pin": pin, "q": float(ov["q"][0]),
+                         "method": method, "restart": restart, "target": target, "pin": pin,
+                         "hold_other": math.nan if hold_other is None else hold_other, "q": float(ov["q"][0]),
                          "m": float(ov["m"][0]), "theta": float(ov["theta"][0]), "train_loss": fit.value / d,
                          "train_loss_zero": zero, "rel_loss": fit.value / d - zero, "grad_norm": fit.grad_norm,
                          "converged": fit.converged, "n_iter": fit.n_iter, "seconds": seconds})
@@ -178,16 +199,16 @@ def sector_minima(params: TaskParams, d: int, alpha: float, sector: str, target:
                                                 warn=False), time.perf_counter() - t0)
         for v in profile:
             t0 = time.perf_counter()
-            row("pinned", pinned_lbfgs(objective, u, v, descent.Q, warn=False), time.perf_counter() - t0, pin=v)
+            row("pinned", pinned(v, descent.Q), time.perf_counter() - t0, pin=v)
         t0 = time.perf_counter()
-        at_target = [row("pinned", pinned_lbfgs(objective, u, target, descent.Q, warn=False),
+        at_target = [row("pinned", pinned(target, descent.Q),
                          time.perf_counter() - t0, pin=target)]
         rng = np.random.default_rng(np.random.SeedSequence([seed, 7719]))
         for k in range(n_restarts):
             t0 = time.perf_counter()
             x = math.sqrt(q_start) / params.sigma * rng.standard_normal(d)
             x -= (float(other @ x) / float(other @ other)) * other
-            at_target.append(row("restart", pinned_lbfgs(objective, u, target, x, warn=False),
+            at_target.append(row("restart", pinned(target, x),
                                  time.perf_counter() - t0, pin=target, restart=k))
         best = min(at_target, key=lambda f: f.value)
         t0 = time.perf_counter()
@@ -196,6 +217,8 @@ def sector_minima(params: TaskParams, d: int, alpha: float, sector: str, target:
 
     key = dict(params=params, d=d, alpha=alpha, sector=sector, target=target, seed=seed, profile=profile,
                n_restarts=n_restarts, q_start=q_start, normalize_teacher=normalize_teacher)
+    if hold_other is not None:  # (the key of runs without it is unchanged, so their cached results stay valid)
+        key["hold_other"] = hold_other
     return cached(_NAMESPACE, compute, use_cache=use_cache, **key)
 
 
@@ -217,7 +240,8 @@ def construction_table(params: TaskParams, alphas, targets, ds, seeds, sector: s
             for d in sorted(per_d, reverse=True) for a, t in zip(alphas, targets) for sd in np.atleast_1d(per_d[d])]
     rows = [r for part in run_jobs(jobs, n_jobs=n_jobs, progress=progress, desc="sector minima") for r in part]
     table = pd.DataFrame(rows)
-    table["pin"] = table["pin"].astype(float)  # (the cache stores a missing pin as the string 'nan')
+    for col in ("pin", "hold_other"):  # (the cache stores a missing value as the string 'nan'; older rows lack
+        table[col] = table[col].astype(float) if col in table else math.nan  # hold_other)
     return table.sort_values(["alpha", "d", "seed", "method", "restart", "pin"]).reset_index(drop=True)
 
 
