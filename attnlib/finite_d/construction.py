@@ -154,7 +154,8 @@ def sector_minima(params: TaskParams, d: int, alpha: float, sector: str, target:
     list of dict
         One row per minimum: task parameters, ``d``, ``n``, ``alpha``, ``seed``, ``sector``, ``method``
         (``"descent"``, ``"pinned"`` from the descent minimum, ``"restart"``, ``"released"``), ``restart``
-        (index, -1 otherwise), ``target``, ``pin`` (NaN for free runs), ``q``, ``m``, ``theta``, ``train_loss``,
+        (index, -1 otherwise), ``target``, ``pin`` (NaN for free runs), ``hold_other`` (NaN if free), ``q``,
+        ``m``, ``theta``, ``train_loss``,
         ``train_loss_zero``, ``rel_loss = train_loss - train_loss_zero``, ``grad_norm``, ``converged``,
         ``n_iter``, ``seconds``.
     """
