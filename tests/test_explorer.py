@@ -358,6 +358,7 @@ def test_values_with_errors_show_the_digits_the_error_allows():
     assert with_error(0.0035905, 4e-8) == "0.0035905 \u00b1 0.00000004"
     assert with_error(1.25, 0.02) == "1.250 \u00b1 0.02"              # at least 4 significant digits
     assert with_error(0.0019714, 0.0) == "0.0019714"
+    assert with_error(-1.537, 0.0388, digits=2) == "-1.54 \u00b1 0.04"       # fixed decimals for a column
 
 
 def test_prose_numbers_have_no_e_notation():

@@ -255,10 +255,13 @@ def prose_number(x: float, digits: int = 2) -> str:
     return f"{mant} \u00d7 10{str(k).translate(_SUPERSCRIPT)}"
 
 
-def with_error(value: float, err: float) -> str:
+def with_error(value: float, err: float, digits: int | None = None) -> str:
     """``"value \u00b1 error"`` for a table cell: the error to one significant digit, the value to that decimal
-    or to 5 significant digits, whichever is coarser (with at least 4); the value alone when ``err`` is 0."""
+    or to 5 significant digits, whichever is coarser (with at least 4); the value alone when ``err`` is 0.
+    With ``digits``, both to that many decimals instead (a column of values of one scale)."""
     value, err = float(value), float(err)
+    if digits is not None:
+        return f"{value:.{digits}f} \u00b1 {err:.{digits}f}"
     lead = int(np.floor(np.log10(abs(value)))) if value else 0
     err_digit = int(np.ceil(-np.log10(err))) if err > 0 else 99
     digits = max(min(max(err_digit, 3 - lead), 4 - lead), 0)

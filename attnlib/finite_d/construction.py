@@ -41,8 +41,8 @@ from .arbiter import extrapolate_inverse_d
 from .data import make_task, seed_streams
 from .simulation import DEFAULT_GRAD_TOL, ERMObjective, GDResult, _as_Q, initial_Q, minimize_lbfgs, n_samples, overlaps
 
-__all__ = ["SECTORS", "sector_direction", "pinned_lbfgs", "sector_minima", "construction_table", "accurate_pinned_profile",
-           "construction_summary"]
+__all__ = ["SECTORS", "sector_direction", "pinned_lbfgs", "sector_minima", "construction_table",
+           "construction_pairs", "construction_summary", "paired_profile", "accurate_pinned_profile"]
 
 #: Sectors and their defining overlap.
 SECTORS = {"positional": "m", "semantic": "theta"}
@@ -246,29 +246,35 @@ def construction_table(params: TaskParams, alphas, targets, ds, seeds, sector: s
     return table.sort_values(["alpha", "d", "seed", "method", "restart", "pin"]).reset_index(drop=True)
 
 
+def construction_pairs(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per training set ``(alpha, d, seed)`` of a :func:`construction_table`: ``descent`` (relative
+    training loss of the named start), ``best_pinned`` (the lowest over the pinned and restarted minima at the
+    target), ``released`` (the free descent from it), the paired differences ``gap_pinned = best_pinned -
+    descent`` and ``gap_released = released - descent`` (negative: the construction found a lower minimum than
+    descent), and the defining overlap of the descent and released minima (``<overlap>_descent``,
+    ``<overlap>_released``)."""
+    overlap = SECTORS[_check_sector(str(table.sector.iloc[0]))]
+    rows = []
+    for (a, d, sd), g in table.groupby(["alpha", "d", "seed"]):
+        best = g[g.method.isin(["pinned", "restart"]) & np.isclose(g.pin, g.target)].rel_loss.min()
+        desc = g[g.method == "descent"].iloc[0]
+        rel = g[g.method == "released"].iloc[0]
+        rows.append({"alpha": a, "d": d, "seed": sd, "descent": desc.rel_loss, "best_pinned": best,
+                     "released": rel.rel_loss, "gap_pinned": best - desc.rel_loss,
+                     "gap_released": rel.rel_loss - desc.rel_loss, f"{overlap}_descent": desc[overlap],
+                     f"{overlap}_released": rel[overlap]})
+    return pd.DataFrame(rows)
+
+
 def construction_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Constructed minima against descent on the same data, per ``alpha`` and ``d`` and extrapolated in ``1/d``.
 
-    For every training set: ``best_pinned`` is the lowest relative training loss at the target over the
-    pinned and restarted minima, ``released`` that of the free descent from it, and ``descent`` that of the
-    named start. Per ``(alpha, d)`` the table gives the seed means of the paired differences
-    ``gap_pinned = best_pinned - descent`` and ``gap_released = released - descent`` (negative: the
-    construction found a lower minimum than descent) with standard errors, the mean relative losses, the
-    defining overlap of the descent and released minima and the number of seeds; rows with ``d = inf`` hold
-    the weighted linear fit in ``1/d`` (:func:`attnlib.finite_d.arbiter.extrapolate_inverse_d`) of each mean.
+    Per ``(alpha, d)``: the seed means of every column of :func:`construction_pairs` (the relative losses, the
+    paired gaps, the defining overlaps) with standard errors ``*_err`` and the number of seeds; rows with
+    ``d = inf`` hold the weighted linear fit in ``1/d`` (:func:`attnlib.finite_d.arbiter.extrapolate_inverse_d`)
+    of each mean.
     """
-    overlap = SECTORS[_check_sector(str(table.sector.iloc[0]))]
-    per_seed = []
-    for (a, d, sd), g in table.groupby(["alpha", "d", "seed"]):
-        tgt = g[g.method.isin(["pinned", "restart"]) & np.isclose(g.pin, g.target)]
-        desc = g[g.method == "descent"].iloc[0]
-        rel = g[g.method == "released"].iloc[0]
-        best = tgt.rel_loss.min()
-        per_seed.append({"alpha": a, "d": d, "seed": sd, "descent": desc.rel_loss, "best_pinned": best,
-                         "released": rel.rel_loss, "gap_pinned": best - desc.rel_loss,
-                         "gap_released": rel.rel_loss - desc.rel_loss, f"{overlap}_descent": desc[overlap],
-                         f"{overlap}_released": rel[overlap]})
-    per_seed = pd.DataFrame(per_seed)
+    per_seed = construction_pairs(table)
     cols = [c for c in per_seed.columns if c not in ("alpha", "d", "seed")]
     out = []
     for a, g in per_seed.groupby("alpha"):
@@ -287,16 +293,37 @@ def construction_summary(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def paired_profile(table: pd.DataFrame, reference="descent") -> pd.DataFrame:
+    """The finite-``d`` profile of a :func:`construction_table`: per ``(alpha, d, pin)`` the seed mean
+    ``mean``, standard error ``sem`` and count ``n`` of ``rel_loss(pinned at pin) - rel_loss(reference)`` on
+    the same training set, the reference being the descent minimum (``"descent"``) or the pinned minimum at
+    the pin value ``reference`` (a number, e.g. ``0.0`` for the uninformed student)."""
+    pins = table[table.method == "pinned"]
+    if isinstance(reference, str):
+        if reference != "descent":
+            raise ValueError(f"reference must be 'descent' or a pinned value, got {reference!r}")
+        ref = table[table.method == "descent"]
+    else:
+        ref = pins[np.isclose(pins.pin, float(reference), rtol=0, atol=1e-12)]
+        if ref.empty:
+            raise ValueError(f"reference {reference!r} is not a pinned value of the table")
+    ref = ref.set_index(["alpha", "d", "seed"]).rel_loss
+    diff = pins.assign(diff=pins.rel_loss.to_numpy() - ref.loc[list(zip(pins.alpha, pins.d, pins.seed))].to_numpy())
+    return diff.groupby(["alpha", "d", "pin"])["diff"].agg(mean="mean", sem="sem", n="size").reset_index()
+
+
 def accurate_pinned_profile(params: TaskParams, alpha: float, branch: str, values, start, seeds=(3, 4, 5),
                             order: int = 17, use_cache: bool = True) -> pd.DataFrame:
     """The theory's pinned profile (:func:`attnlib.finite_d.validity.pinned_profile`) under scrambled
     Sobol-sym rules of ``2**order`` points, as the mean over the scramblings ``seeds`` with standard errors
     (columns ``q``, ``V``, ``rel_loss`` and ``*_err``; ``converged`` if every scrambling converged). Cached."""
     from ..theory.accurate import accurate_solver
+    from ..theory.quadrature import scrambling_mean
     from ..theory.state_evolution import Overlaps
     from .validity import pinned_profile
 
     alpha = check_alpha(alpha)
+    branch = _check_sector(branch)
     values = _values("values", values)
     seeds = [check_int("seed", s, 0) for s in seeds]
     order = check_int("order", order, 4)
@@ -304,16 +331,12 @@ def accurate_pinned_profile(params: TaskParams, alpha: float, branch: str, value
 
     def compute():
         runs = [pinned_profile(params, alpha, branch, values, start, solver=accurate_solver(s, order)) for s in seeds]
-        both = pd.concat(runs, keys=range(len(runs)), names=["scrambling", "row"]).reset_index()
-        key = SECTORS["positional" if branch == "positional" else "semantic"]
-        g = both.groupby(key)
-        out = g[["q", "V", "train_loss", "rel_loss"]].mean()
-        err = g[["q", "V", "train_loss", "rel_loss"]].sem().add_suffix("_err")
-        out = out.join(err).reset_index()
-        out["converged"] = g.converged.all().to_numpy()
-        out.insert(0, "branch", branch)
-        out.insert(0, "alpha", alpha)
-        out.insert(0, "omega", params.omega)
+        fields = ["q", "V", "train_loss", "rel_loss"]
+        mean, err = scrambling_mean([r[fields].to_numpy() for r in runs])
+        out = pd.DataFrame({"omega": params.omega, "alpha": alpha, "branch": branch, SECTORS[branch]: values})
+        out[fields] = mean
+        out[[f"{f}_err" for f in fields]] = err
+        out["converged"] = np.all([r.converged.to_numpy() for r in runs], axis=0)
         out["rule"] = f"sobol-sym 2^{order} x{len(seeds)}"
         return out.to_dict("records")
 
