@@ -4,7 +4,8 @@ Companion library of the book on Cui, Behrens, Krzakala & Zdeborova, "A phase tr
 and semantic learning in a solvable model of dot-product attention" (NeurIPS 2024).
 
 Theory (``L = 2``, rank 1): :func:`solve_state_evolution` (one fixed point of a branch),
-:func:`solve_accurately` (the same, converged in the quadrature, with its error),
+:func:`solve_accurately` (the same, converged in the quadrature, with its error), :func:`solve_chord` (as
+accurate, ten times faster: pooled scramblings solved by chord-Newton steps),
 :func:`alpha_sweep`, :func:`branch_trace` (pseudo-arclength continuation to a branch's ends),
 :func:`critical_alpha`, :func:`linear_crossing_alpha`, :func:`branch_ends`, :func:`phase_diagram`,
 :func:`linear_baseline_error`, :func:`test_error_from_overlaps`.
@@ -20,6 +21,7 @@ from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
 from .theory.quadrature import Quadrature
 from .theory.state_evolution import BRANCHES, Overlaps, SEResult, SESolver, solve_state_evolution
 from .theory.accurate import AccurateFixedPoint, solve_accurately
+from .theory.chord import solve_chord
 from .book.explorer import ExplorerView, draw_explorer, explorer_view, make_explorer
 from .book.explorer_grid import explorer_grid
 from .book.book_data import book_data_dir, book_data_path, use_book_data
@@ -39,7 +41,7 @@ from .finite_d.arbiter import (FiniteDThreshold, arbiter_table, finite_d_critica
 __all__ = [
     "__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "ConvergenceWarning", "CacheWarning",
     "Quadrature", "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution",
-    "solve_accurately", "AccurateFixedPoint",
+    "solve_accurately", "AccurateFixedPoint", "solve_chord",
     "linear_baseline_error", "test_error_from_overlaps", "ThresholdNotFound", "alpha_sweep",
     "branch_curvature", "critical_alpha", "linear_crossing_alpha", "branch_trace", "branch_ends", "phase_diagram",
     "semantic_takeover",

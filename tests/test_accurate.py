@@ -8,12 +8,11 @@ branches) and at the edge omega = 0, alpha = 0.55 (positional branch, which repe
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import attnlib
+from converged_reference import converged_reference
 from attnlib import TaskParams, solve_accurately
-from attnlib.book.book_data import book_data_path
 from attnlib.theory.accurate import ACCURATE_FIELDS, ACCURATE_MAX_ORDER, ACCURATE_ORDER, ACCURATE_SEEDS
 
 POINTS = [(0.3, 1.25, "positional"), (0.3, 1.25, "semantic"), (0.3, 2.0, "positional"), (0.3, 2.0, "semantic"),
@@ -23,11 +22,7 @@ TOLERANCE = 2e-3  # relative, the accuracy the library promises for its accurate
 
 
 def _reference(omega, alpha, branch):
-    table = pd.read_csv(book_data_path("rule_study_fixed_points.csv"))
-    rows = table[(table.role == "reference") & np.isclose(table.omega, omega) & np.isclose(table.alpha, alpha)
-                 & (table.branch == branch)]
-    assert len(rows) == 3 and rows.converged.all()
-    assert not set(rows.seed) & set(ACCURATE_SEEDS), "the reference must use other scramblings"
+    rows = converged_reference(omega, alpha, branch, ACCURATE_SEEDS)
     assert (rows.order >= ACCURATE_ORDER + 2).all()
     return rows
 

@@ -1,0 +1,271 @@
+"""The fixed point under a large randomised rule in a few map evaluations: a chord-Newton solve of the union of
+several scrambled Sobol rules, with the error from the scramblings' spread by linear response.
+
+:func:`attnlib.solve_accurately` solves the state evolution once per scrambling of a ``"sobol-sym"`` rule
+(some twenty map evaluations each, most of them at the full rule) and averages. Here the scramblings are
+pooled into one rule, and its fixed point ``x* = F(x*)`` (book :eq:`eq-conjugates` to
+:eq:`eq-overlap-update`, ``F = sum_k F_k / K`` in the conjugates) is found by the chord method
+
+    x_{n+1} = x_n + (I - J)^{-1} (F(x_n) - x_n),
+
+with ``J`` the Jacobian of a cheap smooth rule's map (tensor Gauss-Hermite, central differences) at that rule's
+own fixed point, which is the start. Both maps differ by a nearly constant offset near the fixed point, so
+the chord contracts by ``|| (I - J)^{-1} (J_F - J) ||`` per step (about 0.1 at the paper's reference points):
+three to seven evaluations of the large rule, of which only the first searches the proximal problem fully at
+every node (the others descend from the previous proximal points and search fully near the jump of the
+proximal point only), and a last full search confirms the fixed point.
+
+The error bar comes from the same evaluations. The fixed point of scrambling ``k`` alone lies, to first order,
+at ``x*_k = x* + (I - J)^{-1} (F_k(x*) - x*)``; the spread of the ``x*_k`` over the ``K`` scramblings, divided by
+``sqrt(K)``, is the standard error of ``x*``. The training loss ``eps_t = -Phi`` is stationary at each
+scrambling's fixed point, so its value there is ``-Phi`` of that scrambling's conjugates at ``x*`` to second
+order; the test error is evaluated at ``x*_k``. Where a relative standard error exceeds ``rtol`` (near the
+end of a branch, where the map is nearly neutral and the error is amplified) every rule is doubled and the
+solve continues from ``x*``.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+from ..exceptions import ConvergenceWarning
+from ..params import TaskParams, check_alpha, check_finite_scalar, check_int, check_seeds
+from .accurate import ACCURATE_FIELDS, ACCURATE_RTOL, AccurateFixedPoint
+from .generalisation import test_error_from_overlaps
+from .quadrature import Quadrature
+from .state_evolution import (BRANCHES, Conjugates, Overlaps, SESolver, _check_state, _free_energy, _hold,
+                              _residual, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
+                              symmetry_generators)
+from .sweeps import follow_branch
+
+__all__ = ["CHORD_FIELDS", "CHORD_ORDER", "CHORD_SEEDS", "CHORD_MAX_ORDER", "chord_start_solver", "solve_chord",
+           "scrambling_fixed_points"]
+
+#: log2 of the points of each pooled scrambling (four of them: ``2**17`` points in all)
+CHORD_ORDER = 15
+#: scrambling seeds of the pooled rule
+CHORD_SEEDS = (3, 4, 5, 6)
+#: largest log2 point count per scrambling that the rule is raised to while the standard error exceeds rtol
+CHORD_MAX_ORDER = 18
+#: quantities whose relative standard error must meet rtol (V is reported with its error, not held to it)
+CHORD_FIELDS = ("q", "m", "theta", "test_error", "train_loss")
+#: relative step of the central differences of the start rule's Jacobian
+_FD_STEP = 1e-3
+
+
+def chord_start_solver() -> SESolver:
+    """Settings of the start rule: tensor Gauss-Hermite with 12 nodes (the :class:`SESolver` default), with
+    4 ring starts in the proximal search (as many local minima found as with 12 at these points, in half the
+    time)."""
+    return SESolver(n_ring=4)
+
+
+def _free_indices(hold: tuple) -> list[int]:
+    """Indices into ``(q, m, V, theta)`` of the overlaps that are not pinned."""
+    return [i for i, pinned in ((0, None), (1, hold[0]), (2, None), (3, hold[1])) if pinned is None]
+
+
+class _PooledMap:
+    """The map of the pooled rule, one block per scrambling: ``F(x)`` from the mean conjugates, ``F_k(x)`` and the
+    conjugates and mean proximal value of every block."""
+
+    def __init__(self, params, alpha, hold, order, seeds, solver):
+        generators = symmetry_generators(params, hold)
+        self.blocks = [se_nodes(Quadrature("sobol-sym", order, s), generators) for s in seeds]
+        self.params, self.alpha, self.hold, self.solver = params, alpha, hold, solver
+        self.warm = None
+
+    def __call__(self, x: Overlaps, full: bool):
+        hats, means, warm = [], [], []
+        for k, (nodes, weights) in enumerate(self.blocks):
+            hat, mean_M, w = conjugates_and_energy(self.params, self.alpha, x, nodes, weights, self.solver,
+                                                   self.hold, warm=None if full or self.warm is None
+                                                   else self.warm[k])
+            hats.append(hat)
+            means.append(mean_M)
+            warm.append(w)
+        self.warm = warm
+        mean_hat = Conjugates(*np.mean([[h.q_hat, h.m_hat, h.V_hat, h.theta_hat] for h in hats], axis=0).tolist())
+        fx = overlaps_from_conjugates(self.params, mean_hat)
+        _check_state(fx, self.params.rho)
+        return fx.as_array(), mean_hat, float(np.mean(means)), hats, means
+
+
+def _start_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.ndarray:
+    """Jacobian of the start rule's map at ``x0`` on the free overlaps, by central differences in which every node
+    follows its proximal minimum at ``x0`` by local descent (so that no node changes basin inside a difference)."""
+    nodes, weights = se_nodes(solver.quadrature, symmetry_generators(params, hold))
+    _, _, warm = conjugates_and_energy(params, alpha, x0, nodes, weights, solver, hold)
+    warm = (warm[0], np.zeros(len(nodes), bool))
+    xa = x0.as_array()
+    J = np.empty((len(free), len(free)))
+    for j, i in enumerate(free):
+        h = _FD_STEP * max(abs(xa[i]), 1e-3)
+        images = []
+        for sign in (1.0, -1.0):
+            e = xa.copy()
+            e[i] += sign * h
+            hat, _, _ = conjugates_and_energy(params, alpha, Overlaps.from_array(e), nodes, weights, solver, hold,
+                                              warm=warm)
+            images.append(overlaps_from_conjugates(params, hat).as_array())
+        J[:, j] = (images[0] - images[1])[free] / (2.0 * h)
+    return J
+
+
+def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", start: Overlaps | None = None,
+                order: int = CHORD_ORDER, seeds=CHORD_SEEDS, rtol: float = ACCURATE_RTOL,
+                max_order: int = CHORD_MAX_ORDER, tol: float = 1e-5, max_steps: int = 25,
+                n_ring: int = 4) -> AccurateFixedPoint:
+    """The fixed point of a branch under pooled scrambled Sobol rules, by chord-Newton steps, with its error.
+
+    Parameters
+    ----------
+    params : TaskParams
+        The task.
+    alpha : float
+        Sample complexity, in ``(0, inf)``.
+    branch : {"semantic", "positional", "agnostic"}
+        The branch.
+    start : Overlaps, optional
+        Start of the start rule's solve (default: the branch's point under that rule, found as a sweep finds it,
+        :func:`attnlib.theory.sweeps.follow_branch`).
+    order : int
+        log2 of the points of each ``"sobol-sym"`` scrambling to begin with (6 to 22).
+    seeds : sequence of int
+        At least two distinct scrambling seeds; the pooled rule has ``len(seeds) * 2**order`` points.
+    rtol : float
+        Target of the relative standard error of each of ``CHORD_FIELDS``; while it is missed, each rule is doubled, up to ``max_order``.
+    max_order : int
+        Largest ``order`` (``order`` to 22).
+    tol : float
+        Convergence when every overlap moves by less than ``tol`` relative (absolute below ``1e-4``), confirmed
+        by a full proximal search.
+    max_steps : int
+        Chord steps at most per rule size.
+    n_ring : int
+        Ring starts of the global proximal search.
+
+    Returns
+    -------
+    AccurateFixedPoint
+        ``mean`` holds the pooled rule's fixed point and what it predicts, ``stderr`` the standard errors,
+        ``runs`` is empty (no scrambling is solved on its own), ``order`` the final log2 points per scrambling.
+        ``converged`` is False (with a :class:`~attnlib.exceptions.ConvergenceWarning`) when the chord did not
+        reach ``tol``; ``precise`` is False (with a warning) when ``rtol`` was missed at ``max_order``.
+    """
+    t0 = time.perf_counter()
+    alpha = check_alpha(alpha)
+    if branch not in BRANCHES or branch == "free":
+        raise ValueError(f"branch must be one of {tuple(b for b in BRANCHES if b != 'free')}, got {branch!r}")
+    seeds = check_seeds("seeds", seeds)
+    order = check_int("order", order, 6)
+    max_order = check_int("max_order", max_order, order)
+    if max_order > 22:
+        raise ValueError(f"max_order must lie in [order, 22] = [{order}, 22], got {max_order}")
+    rtol = check_finite_scalar("rtol", rtol)
+    if not rtol > 0:
+        raise ValueError(f"rtol must lie in (0, inf), got {rtol!r}")
+    tol = check_finite_scalar("tol", tol)
+    if not 0 < tol < 1:
+        raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
+    max_steps = check_int("max_steps", max_steps, 1)
+    n_ring = check_int("n_ring", n_ring, 0)
+    if start is not None and not isinstance(start, Overlaps):
+        raise ValueError(f"start must be an Overlaps instance, got {type(start).__name__}")
+
+    hold = _hold(params, branch)
+    free = _free_indices(hold)
+    start_solver = chord_start_solver()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        x0 = follow_branch(params, alpha, branch, start, start_solver).overlaps
+    step = np.linalg.inv(np.eye(len(free)) - _start_jacobian(params, alpha, x0, hold, free, start_solver))
+    solver = SESolver(n_ring=n_ring)
+    x = x0.as_array()
+    while True:
+        pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
+        x, out, converged, failure = _chord(pooled, x, step, free, tol, max_steps)
+        fx, hat, mean_M, hats, means = out
+        mean, stderr = _estimate(params, alpha, x, hat, mean_M, hats, means, step, free)
+        scale = {k: abs(v) for k, v in mean.items()}
+        worst = max((stderr[k] / scale[k] for k in CHORD_FIELDS if scale[k] > 0.0), default=0.0)
+        if not converged or worst <= rtol or order >= max_order:
+            break
+        order += 1
+    precise = converged and worst <= rtol
+    where = f"branch={branch}, alpha={alpha:g}, omega={params.omega:g}"
+    if not converged:
+        warnings.warn(f"solve_chord did not converge ({where}): {failure}", ConvergenceWarning, stacklevel=2)
+    elif not precise:
+        warnings.warn(f"solve_chord: relative standard error {worst:.2g} > rtol {rtol:g} with {len(seeds)} x "
+                      f"2^{order} points ({where}); raise max_order", ConvergenceWarning, stacklevel=2)
+    return AccurateFixedPoint(params=params, alpha=alpha, branch=branch, mean=mean, stderr=stderr, runs=(),
+                              seeds=seeds, order=int(order), converged=converged, precise=precise,
+                              seconds=time.perf_counter() - t0)
+
+
+def _chord(pooled: _PooledMap, x: np.ndarray, step: np.ndarray, free: list, tol: float, max_steps: int):
+    """Chord steps from ``x`` (a point where the pooled map is defined) until the residual is below ``tol`` at a
+    full proximal search. A step whose image leaves the domain is halved (up to 12 times).
+
+    The steps descend from the previous proximal points (a full search only near the jump); where they meet
+    ``tol`` a full search at the same point confirms it or, when some node's global minimum has changed basin
+    away from the jump, gives the proximal points from which the steps go on. Returns ``(x, pooled map's output at x, converged, failure)``:
+    the last point evaluated."""
+    out = pooled(Overlaps.from_array(x), True)
+    full = True
+    res_prev = np.inf
+    for _ in range(max_steps):
+        res = _residual(x, out[0])
+        if res < tol:
+            if full:
+                return x, out, True, None
+            out, full = pooled(Overlaps.from_array(x), True), True  # confirm with the full search
+            res_prev = np.inf  # the next steps descend from the confirmed proximal points
+            continue
+        if res > 10.0 * res_prev:
+            return x, out, False, f"the chord diverged (residual {res:.2e} after {res_prev:.2e})"
+        res_prev = res
+        delta = np.zeros_like(x)
+        delta[free] = step @ (out[0] - x)[free]
+        for _ in range(12):
+            try:
+                cand = x + delta
+                _check_state(Overlaps.from_array(cand), pooled.params.rho)
+                out_new = pooled(Overlaps.from_array(cand), False)
+                break
+            except FloatingPointError:
+                delta *= 0.5
+        else:
+            return x, out, False, "the chord step left the domain (q > 0, V > 0, theta^2 <= rho q)"
+        x, out, full = cand, out_new, False
+    return x, out, False, f"residual {_residual(x, out[0]):.2e} > tol {tol:g} after {max_steps} chord steps"
+
+
+def scrambling_fixed_points(params: TaskParams, x: np.ndarray, hats, step: np.ndarray, free: list) -> np.ndarray:
+    """Each scrambling's fixed point to first order, ``x + (I - J)^{-1} (F_k(x) - x)`` on the free overlaps, from
+    its conjugates ``hats[k]`` at the pooled fixed point ``x``; shape ``(K, 4)``."""
+    out = np.repeat(x[None, :], len(hats), axis=0)
+    for k, hat_k in enumerate(hats):
+        fk = overlaps_from_conjugates(params, hat_k).as_array()
+        out[k, free] = x[free] + step @ (fk - x)[free]
+    return out
+
+
+def _estimate(params, alpha, x, hat, mean_M, hats, means, step, free):
+    """The pooled fixed point's quantities and their standard errors from the scramblings' linear response."""
+    ov = Overlaps.from_array(x)
+    mean = dict(zip(("q", "m", "V", "theta"), x.tolist()))
+    mean["test_error"] = test_error_from_overlaps(params, ov.q, ov.m, ov.theta)
+    mean["train_loss"] = -_free_energy(params, alpha, ov, hat, mean_M)
+    per = []
+    for xk, hat_k, mean_k in zip(scrambling_fixed_points(params, x, hats, step, free), hats, means):
+        ok = Overlaps.from_array(xk)
+        eps_g = test_error_from_overlaps(params, max(ok.q, 1e-300), ok.m, ok.theta)
+        per.append(list(xk) + [eps_g, -_free_energy(params, alpha, ov, hat_k, mean_k)])
+    per = np.array(per)
+    err = per.std(axis=0, ddof=1) / np.sqrt(len(per))
+    return ({k: float(mean[k]) for k in ACCURATE_FIELDS},
+            {k: float(v) for k, v in zip(ACCURATE_FIELDS, err.tolist())})

@@ -1,0 +1,97 @@
+"""The chord-Newton solve of pooled scrambled Sobol rules (attnlib.solve_chord) against the converged fixed
+point, its linear-response error bar against each scrambling solved alone, and its flags.
+
+"Converged" is the committed reference of tests/test_accurate.py (book/data/rule_study_fixed_points.csv: three
+scramblings of 2^19-point symmetrised Sobol rules, seeds disjoint from the pooled rule's).
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import attnlib
+from converged_reference import converged_reference
+from attnlib import Quadrature, SESolver, TaskParams, solve_chord, solve_state_evolution
+from attnlib.theory.chord import (CHORD_FIELDS, CHORD_ORDER, CHORD_SEEDS, _PooledMap, _free_indices,
+                                  _start_jacobian, chord_start_solver, scrambling_fixed_points)
+from attnlib.theory.state_evolution import _hold, _residual
+
+POINTS = [(0.3, 1.25, "positional"), (0.3, 1.25, "semantic"), (0.3, 2.0, "positional"), (0.3, 2.0, "semantic"),
+          (0.0, 0.55, "positional")]
+TOLERANCE = 2e-3  # relative, the accuracy promised
+
+
+@pytest.mark.parametrize("omega, alpha, branch", POINTS)
+def test_chord_fixed_point_is_within_tolerance_of_the_converged_one(omega, alpha, branch):
+    ref = converged_reference(omega, alpha, branch, CHORD_SEEDS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = solve_chord(TaskParams(sigma=0.5, lam=0.01, omega=omega), alpha, branch)
+    assert res.converged and res.precise and not caught
+    assert res.order >= CHORD_ORDER and res.runs == ()
+    defining = res.m if branch == "positional" else res.theta
+    assert defining > 0.05, "the branch was lost (uninformed point)"
+    for k in CHORD_FIELDS:
+        converged = ref[k].mean()
+        if converged == 0.0:  # the overlap the branch holds at zero
+            assert res.mean[k] == 0.0 and res.stderr[k] == 0.0
+            continue
+        both = np.hypot(res.stderr[k], ref[k].std(ddof=1) / np.sqrt(len(ref)))
+        dev = abs(res.mean[k] - converged)
+        if omega == 0.3:
+            assert dev < TOLERANCE * abs(converged), (k, res.mean[k], converged)
+        else:
+            # at the edge the map is nearly neutral and both estimates carry errors near the tolerance:
+            # the deviation must be within the tolerance plus two joint standard errors
+            assert dev < TOLERANCE * abs(converged) + 2 * both, (k, res.mean[k], converged, both)
+        assert dev < 4 * both + 1e-12 * abs(converged), (k, dev, both)  # the error bar is honest
+
+
+def test_linear_response_predicts_each_scramblings_fixed_point():
+    """The error bar rests on x*_k = x* + (I - J)^{-1} (F_k(x*) - x*): check it against each scrambling's own
+    fixed point (a small rule, so that the scramblings differ visibly)."""
+    params, alpha, branch, order, seeds = TaskParams(sigma=0.5, lam=0.01, omega=0.3), 1.25, "positional", 12, (0, 1, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", attnlib.ConvergenceWarning)  # 2^12 points miss rtol: flagged
+        res = solve_chord(params, alpha, branch, order=order, seeds=seeds, max_order=order, tol=1e-8)
+    assert res.converged
+    hold = _hold(params, branch)
+    free = _free_indices(hold)
+    x = res.overlaps.as_array()
+    step = np.linalg.inv(np.eye(len(free)) - _start_jacobian(params, alpha, res.overlaps, hold, free,
+                                                              chord_start_solver()))
+    pooled = _PooledMap(params, alpha, hold, order, seeds, SESolver(n_ring=4))
+    fx, _, _, hats, _ = pooled(res.overlaps, True)
+    assert _residual(x, fx) < 1e-6, "the returned point is a fixed point of the pooled rule"
+    predicted = scrambling_fixed_points(params, x, hats, step, free)
+    for k, seed in enumerate(seeds):
+        own = solve_state_evolution(params, alpha, branch, start=res.overlaps,
+                                    solver=SESolver(quadrature=Quadrature("sobol-sym", order, seed), n_ring=4,
+                                                    tol=1e-8))
+        assert own.converged
+        actual = own.overlaps.as_array()
+        shift = np.abs(actual - x)[free]
+        assert shift.max() > 1e-4 * np.abs(x[free]).max(), "the scramblings must differ for the check to bite"
+        # first order: the prediction misses by a small fraction of the shift (and round-off)
+        assert np.all(np.abs(predicted[k] - actual)[free] <= 0.3 * shift + 1e-7), (seed, predicted[k], actual)
+
+
+def test_flags_and_arguments():
+    params = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
+    with pytest.warns(attnlib.ConvergenceWarning, match="did not converge"):
+        res = solve_chord(params, 2.0, "positional", order=12, max_order=12, max_steps=1)
+    assert not res.converged and not res.precise
+    with pytest.warns(attnlib.ConvergenceWarning, match="standard error"):
+        res = solve_chord(params, 2.0, "semantic", order=8, seeds=(0, 1), max_order=8)
+    assert res.converged and not res.precise
+    row = res.as_row()
+    assert row["n_seeds"] == 2 and row["order"] == 8 and all(row[f"{k}_err"] >= 0 for k in CHORD_FIELDS)
+    for kwargs, name in (({"seeds": (1,)}, "seeds"), ({"order": 3}, "order"), ({"max_order": 23}, "max_order"),
+                         ({"rtol": 0.0}, "rtol"), ({"tol": 1.0}, "tol"), ({"max_steps": 0}, "max_steps"),
+                         ({"n_ring": -1}, "n_ring"), ({"start": (0.1, 0.0, 1.0, 0.1)}, "start")):
+        with pytest.raises(ValueError, match=name):
+            solve_chord(params, 2.0, "semantic", **kwargs)
+    with pytest.raises(ValueError, match="branch"):
+        solve_chord(params, 2.0, "free")
+    with pytest.raises(ValueError, match="alpha"):
+        solve_chord(params, 0.0, "semantic")
