@@ -130,7 +130,7 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         The branch.
     start : Overlaps, optional
         Start of the start rule's solve (default: the branch's point under that rule, found as a sweep finds it,
-        :func:`attnlib.theory.sweeps.follow_branch`).
+        ``follow_branch`` of ``attnlib.theory.sweeps``).
     order : int
         log2 of the points of each ``"sobol-sym"`` scrambling to begin with (6 to 22).
     seeds : sequence of int
