@@ -113,6 +113,22 @@ class AccurateFixedPoint:
         return row
 
 
+def check_rule_arguments(alpha, branch, seeds, order, max_order, rtol) -> tuple:
+    """Validate the arguments that :func:`solve_accurately` and :func:`attnlib.solve_chord` share; returns
+    ``(alpha, seeds, order, max_order, rtol)`` normalised, or raises ``ValueError`` naming the argument."""
+    alpha = check_alpha(alpha)
+    rtol = check_finite_scalar("rtol", rtol)
+    if not rtol > 0:
+        raise ValueError(f"rtol must lie in (0, inf), got {rtol!r}")
+    order = check_int("order", order, 6)
+    max_order = check_int("max_order", max_order, order)
+    if max_order > 22:
+        raise ValueError(f"max_order must lie in [order, 22] = [{order}, 22], got {max_order}")
+    if branch not in BRANCHES or branch == "free":
+        raise ValueError(f"branch must be one of {tuple(b for b in BRANCHES if b != 'free')}, got {branch!r}")
+    return alpha, check_seeds("seeds", seeds), order, max_order, rtol
+
+
 def solve_accurately(params: TaskParams, alpha: float, branch: str = "semantic", seeds=ACCURATE_SEEDS,
                      order: int = ACCURATE_ORDER, start: Overlaps | None = None, base: SESolver | None = None,
                      rtol: float = ACCURATE_RTOL, max_order: int = ACCURATE_MAX_ORDER) -> AccurateFixedPoint:
@@ -160,17 +176,7 @@ def solve_accurately(params: TaskParams, alpha: float, branch: str = "semantic",
     the positional branch the fixed points of three scramblings of ``2**17`` points have a standard
     deviation of 0.6 % in ``m``, and the rule is raised to ``2**19`` points.
     """
-    alpha = check_alpha(alpha)
-    rtol = check_finite_scalar("rtol", rtol)
-    if not rtol > 0:
-        raise ValueError(f"rtol must lie in (0, inf), got {rtol!r}")
-    order = check_int("order", order, 6)
-    max_order = check_int("max_order", max_order, order)
-    if max_order > 22:
-        raise ValueError(f"max_order must lie in [order, 22] = [{order}, 22], got {max_order}")
-    if branch not in BRANCHES or branch == "free":
-        raise ValueError(f"branch must be one of {tuple(b for b in BRANCHES if b != 'free')}, got {branch!r}")
-    seeds = check_seeds("seeds", seeds)
+    alpha, seeds, order, max_order, rtol = check_rule_arguments(alpha, branch, seeds, order, max_order, rtol)
     if base is not None and not isinstance(base, SESolver):
         raise ValueError(f"base must be an SESolver, got {type(base).__name__}")
     t0 = time.perf_counter()

@@ -31,11 +31,11 @@ import warnings
 import numpy as np
 
 from ..exceptions import ConvergenceWarning
-from ..params import TaskParams, check_alpha, check_finite_scalar, check_int, check_seeds
-from .accurate import ACCURATE_FIELDS, ACCURATE_RTOL, AccurateFixedPoint
+from ..params import TaskParams, check_finite_scalar, check_int
+from .accurate import ACCURATE_FIELDS, ACCURATE_RTOL, AccurateFixedPoint, check_rule_arguments
 from .generalisation import test_error_from_overlaps
 from .quadrature import Quadrature
-from .state_evolution import (BRANCHES, Conjugates, Overlaps, SESolver, _check_state, _free_energy, _hold,
+from .state_evolution import (Conjugates, Overlaps, SESolver, _check_state, _free_energy, _hold,
                               _residual, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
                               symmetry_generators)
 from .sweeps import follow_branch
@@ -156,17 +156,7 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         reach ``tol``; ``precise`` is False (with a warning) when ``rtol`` was missed at ``max_order``.
     """
     t0 = time.perf_counter()
-    alpha = check_alpha(alpha)
-    if branch not in BRANCHES or branch == "free":
-        raise ValueError(f"branch must be one of {tuple(b for b in BRANCHES if b != 'free')}, got {branch!r}")
-    seeds = check_seeds("seeds", seeds)
-    order = check_int("order", order, 6)
-    max_order = check_int("max_order", max_order, order)
-    if max_order > 22:
-        raise ValueError(f"max_order must lie in [order, 22] = [{order}, 22], got {max_order}")
-    rtol = check_finite_scalar("rtol", rtol)
-    if not rtol > 0:
-        raise ValueError(f"rtol must lie in (0, inf), got {rtol!r}")
+    alpha, seeds, order, max_order, rtol = check_rule_arguments(alpha, branch, seeds, order, max_order, rtol)
     tol = check_finite_scalar("tol", tol)
     if not 0 < tol < 1:
         raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
