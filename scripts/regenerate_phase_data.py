@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlib import ALTERNATIVE_A, Overlaps, TaskParams, solve_state_evolution
+from attnlib import ALTERNATIVE_A, Overlaps, SESolver, TaskParams, solve_state_evolution
 from attnlib.cache import provenance
 from attnlib.theory.sweeps import SMOOTH_QUADRATURE, TIE_SMOOTHING, branch_trace, phase_diagram, summarise_phase_diagram
 from attnlib.finite_d.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
@@ -157,7 +157,7 @@ EDGE_M = (0.0, 0.03, 0.06, 0.09, 0.12, 0.145, 0.17, 0.19, 0.21, 0.24)
 def part_solver(args, meta):
     w, a = EDGE
     params = STANDARD.with_(omega=w)
-    res = solve_state_evolution(params, a, "positional", start=Overlaps(0.045, 0.145, 24.5, 0.0))
+    res = solve_state_evolution(params, a, "positional", start=Overlaps(0.045, 0.145, 24.5, 0.0), solver=SESolver())
     solver_checks(params, a, "positional", res.overlaps).to_csv(args.out / "edge_solver_checks.csv", index=False,
                                                                  float_format="%.10g")
     pinned_profile(params, a, "positional", sorted(set(EDGE_M) | {round(res.m, 6)}), res.overlaps).to_csv(

@@ -95,3 +95,34 @@ def test_flags_and_arguments():
         solve_chord(params, 2.0, "free")
     with pytest.raises(ValueError, match="alpha"):
         solve_chord(params, 0.0, "semantic")
+
+
+def test_solve_state_evolution_defaults_to_the_pooled_rule():
+    """``solve_state_evolution`` without a solver returns solve_chord's fixed point (to the chord's tolerance)
+    with its standard errors and the pooled conjugates (a fixed point of the pooled map: one map step from the
+    returned overlaps gives them back); a pinned overlap, the free branch and a recorded history iterate the
+    single Gauss-Hermite rule, without error bars."""
+    params = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
+    res = solve_state_evolution(params, 2.0, "semantic")
+    ref = solve_chord(params, 2.0, "semantic")
+    assert res.converged and res.rule == f"sobol-sym 4 x 2^{ref.order} seeds 3,4,5,6" and res.n_iter >= 2
+    for k in ("q", "m", "V", "theta", "test_error", "train_loss"):
+        assert getattr(res, k) == pytest.approx(ref.mean[k], rel=1e-4, abs=1e-12), k
+        assert res.stderr[k] == pytest.approx(ref.stderr[k], rel=0.2, abs=1e-12), k
+    hold = _hold(params, "semantic")
+    pooled = _PooledMap(params, 2.0, hold, ref.order, CHORD_SEEDS, SESolver(n_ring=4))
+    fx, hat, *_ = pooled(res.overlaps, True)
+    assert _residual(res.overlaps.as_array(), fx) < 1e-4
+    assert res.theta_hat == pytest.approx(hat.theta_hat, rel=1e-3)
+    single = SESolver()
+    pinned = solve_state_evolution(params, 2.0, "semantic", fix_m=0.02, start=res.overlaps)
+    free = solve_state_evolution(params, 2.0, "free", start=res.overlaps)
+    history = solve_state_evolution(params, 2.0, "semantic", record_history=True)
+    for r in (pinned, free, history):
+        assert r.converged and r.rule == single.quadrature.label and r.stderr == {}
+    assert history.residual_history and history.theta == pytest.approx(
+        solve_state_evolution(params, 2.0, "semantic", solver=single).theta, rel=1e-9)
+    with pytest.raises(ValueError, match="branch"):
+        solve_state_evolution(params, 2.0, "nonsense")
+    with pytest.raises(ValueError, match="start"):
+        solve_state_evolution(params, 2.0, "semantic", start=(0.1, 0.0, 1.0, 0.1))

@@ -29,7 +29,7 @@ def test_continuation_agrees_with_damped_iteration():
     # (plain damped steps do not converge here: the iteration's multiplier in m is about -5 on this branch,
     # so the comparison uses the default accelerated iteration)
     for row in tr.table.iloc[[0, len(tr.table) // 2, -1]].itertuples():
-        it = solve_state_evolution(P, row.alpha, "positional",
+        it = solve_state_evolution(P, row.alpha, "positional", solver=GH.solver,
                                    start=Overlaps(1.05 * row.q, 0.95 * row.m, 1.1 * row.V, 0.0))
         assert it.converged
         for name in ("q", "m", "V"):
@@ -38,7 +38,7 @@ def test_continuation_agrees_with_damped_iteration():
 
 
 def test_newton_solves_a_point_and_reports_failure():
-    it = solve_state_evolution(P, 2.0, "semantic")
+    it = solve_state_evolution(P, 2.0, "semantic", solver=GH.solver)
     nt = newton_fixed_point(P, 2.0, "semantic", Overlaps(1.1 * it.q, 0.0, 0.9 * it.V, 1.05 * it.theta), GH)
     assert nt.converged and nt.theta == pytest.approx(it.theta, rel=1e-4)
     # a fixed point is stationary under the map
@@ -54,7 +54,7 @@ def test_newton_solves_a_point_and_reports_failure():
 def test_free_state_at_a_branch_point_equals_the_branch():
     """With m and theta both free, started at (or near) the semantic fixed point, the state evolution returns
     the semantic fixed point: m = 0 is invariant and the fixed point is isolated."""
-    sem = solve_state_evolution(P, 2.0, "semantic")
+    sem = solve_state_evolution(P, 2.0, "semantic", solver=GH.solver)
     free = newton_fixed_point(P, 2.0, "free", Overlaps(sem.q, 0.01, sem.V, sem.theta), GH)
     assert free.converged and abs(free.m) < 1e-5
     assert free.theta == pytest.approx(sem.theta, rel=1e-4) and free.train_loss == pytest.approx(sem.train_loss,

@@ -213,7 +213,7 @@ def test_widget_readout(view):
 
 # ---- the grid of the static explorer -------------------------------------------------------------------------
 
-from attnlib import alpha_sweep  # noqa: E402
+from attnlib import SESolver, alpha_sweep  # noqa: E402
 from attnlib.book.explorer_grid import attention_maps, explorer_grid, grid_thresholds  # noqa: E402
 from attnlib.theory.quadrature import Quadrature  # noqa: E402
 
@@ -284,7 +284,8 @@ def test_grid_is_alpha_sweep_plus_maps(small_grid):
     assert len(g) == 8 and set(g.branch) == {"semantic", "positional"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ref = alpha_sweep(P03, [1.0, 1.15, 1.3, 1.5])   # same cache entries: an identity of the public API
+        # the grid's single rule: the same cache entries, an identity of the public API
+        ref = alpha_sweep(P03, [1.0, 1.15, 1.3, 1.5], solver=SESolver())
     for col in ("q", "m", "theta", "test_error", "train_loss"):
         assert np.array_equal(g.sort_values(["branch", "alpha"])[col].to_numpy(),
                               ref.sort_values(["branch", "alpha"])[col].to_numpy()), col

@@ -13,14 +13,18 @@ from attnlib.theory.state_evolution import state_evolution_step
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
 
+#: the single rule whose iteration most tests here check (SESolver's default, Gauss-Hermite 12)
+GH = SESolver()
+
+
 @pytest.fixture(scope="module")
 def sem2():
-    return solve_state_evolution(P, 2.0, "semantic")
+    return solve_state_evolution(P, 2.0, "semantic", solver=GH)
 
 
 @pytest.fixture(scope="module")
 def pos2():
-    return solve_state_evolution(P, 2.0, "positional")
+    return solve_state_evolution(P, 2.0, "positional", solver=GH)
 
 
 def rel(a, b):
@@ -44,10 +48,29 @@ def test_positional_alpha2(pos2):
 
 
 def test_positional_alpha125():
-    r = solve_state_evolution(P, 1.25, "positional")
+    r = solve_state_evolution(P, 1.25, "positional", solver=GH)
     assert r.converged
     for got, ref in [(r.q, 0.0464), (r.m, 0.2533), (r.test_error, 0.003418)]:
         assert rel(got, ref) < 0.03
+
+
+@pytest.mark.parametrize("branch, alpha, ref, tol", [
+    ("semantic", 2.0, {"q": 0.1142, "theta": 0.1586, "test_error": 0.001397, "train_loss": 0.003599}, 0.01),
+    ("positional", 2.0, {"q": 0.0500, "m": 0.2586, "test_error": 0.003490, "train_loss": 0.004515}, 0.01),
+    ("positional", 1.25, {"q": 0.0464, "m": 0.2533, "test_error": 0.003418}, 0.01)])
+def test_default_rule_at_the_papers_points(branch, alpha, ref, tol):
+    """The library's default answer (pooled scrambled Sobol rules, with standard errors) at the paper's
+    reference points: within 1 % of the paper's values in m, theta and the losses, and within 2.5 % in q (the
+    paper's lower-order quadrature is off most in q on the positional branch); every standard error is below
+    0.1 % relative, and the rule is named."""
+    r = solve_state_evolution(P, alpha, branch)
+    assert r.converged and r.rule.startswith("sobol-sym 4 x 2^")
+    for k, v in ref.items():
+        assert rel(getattr(r, k), v) < (0.025 if k == "q" else tol), k
+    for k in ("q", "m", "theta", "test_error", "train_loss"):
+        assert r.stderr[k] <= 1e-3 * max(abs(getattr(r, k)), 1e-4), k
+    row = r.as_row()
+    assert row["q_err"] == r.stderr["q"] and row["rule"] == r.rule
 
 
 def test_linear_baseline_reference_and_order_convergence():
@@ -77,7 +100,7 @@ def test_thresholds(tmp_path, monkeypatch):
 @pytest.mark.parametrize("branch", ["semantic", "positional"])
 def test_fixed_point_is_stationary(branch, sem2, pos2):
     res = sem2 if branch == "semantic" else pos2
-    nxt = state_evolution_step(P, 2.0, res.overlaps, branch=branch)  # full (unfolded) quadrature
+    nxt = state_evolution_step(P, 2.0, res.overlaps, solver=GH, branch=branch)  # full (unfolded) quadrature
     for a, b in zip(res.overlaps.as_array(), nxt.as_array()):
         assert abs(a - b) <= 1e-6 * max(abs(a), 1e-4)
 
@@ -103,7 +126,7 @@ def test_sign_representative(sem2):
     """Started in the mirror image (theta < 0), the solver lands on the mirror fixed point and reports the
     representative with theta > 0: the same numbers as from the default start."""
     x = sem2.overlaps
-    r = solve_state_evolution(P, 2.0, "semantic", start=Overlaps(q=x.q, m=0.0, V=x.V, theta=-x.theta))
+    r = solve_state_evolution(P, 2.0, "semantic", start=Overlaps(q=x.q, m=0.0, V=x.V, theta=-x.theta), solver=GH)
     assert r.converged and r.theta > 0
     np.testing.assert_allclose([r.q, r.theta, r.theta_hat, r.train_loss], [sem2.q, sem2.theta, sem2.theta_hat,
                                                                          sem2.train_loss], rtol=1e-6)
@@ -144,7 +167,7 @@ def test_global_and_from_zero_prox_agree_on_held_branches(alpha):
     """Book sections (sec-prox-nonconvex), (sec-quadrature): with the overlap held, the global and the
     from-zero proximal choices give the same fixed points (to ~4 digits)."""
     for branch in ("semantic", "positional"):
-        g = solve_state_evolution(P, alpha, branch)
+        g = solve_state_evolution(P, alpha, branch, solver=GH)
         z = solve_state_evolution(P, alpha, branch, solver=SESolver(prox_mode="from-zero"))
         np.testing.assert_allclose(z.overlaps.as_array(), g.overlaps.as_array(), rtol=2e-3, atol=1e-6)
 
@@ -157,8 +180,11 @@ def test_non_convergence_is_flagged_not_hidden():
 
 
 def test_warm_start_same_fixed_point(sem2):
-    r = solve_state_evolution(P, 2.0, "semantic", start=Overlaps(0.05, 0.0, 3.0, 0.05))
+    r = solve_state_evolution(P, 2.0, "semantic", start=Overlaps(0.05, 0.0, 3.0, 0.05), solver=GH)
     np.testing.assert_allclose(r.overlaps.as_array(), sem2.overlaps.as_array(), rtol=1e-5)
+    # the default rule from a warm start: the same pooled fixed point as from the cold start, to its tolerance
+    cold, warm = solve_state_evolution(P, 2.0, "semantic"), solve_state_evolution(P, 2.0, "semantic", start=r.overlaps)
+    np.testing.assert_allclose(warm.overlaps.as_array(), cold.overlaps.as_array(), rtol=1e-4)
 
 
 def test_eps_g_matches_finite_d_monte_carlo():

@@ -47,8 +47,8 @@ def test_replicon_and_ties():
     problem has a single minimum at every node there, the positional one a second minimum at a few nodes. At
     omega = 0, alpha = 0.55 (where finite-d descent and the theory part) a tenth of the positional nodes have
     two minima and near-ties are more than ten times as dense."""
-    sem = solve_state_evolution(P, 2.0, "semantic")
-    pos = solve_state_evolution(P, 2.0, "positional")
+    sem = solve_state_evolution(P, 2.0, "semantic", solver=SESolver())
+    pos = solve_state_evolution(P, 2.0, "positional", solver=SESolver())
     for res in (sem, pos):
         assert 0 < replicon(res) < 1
     d_sem, d_pos = rs_diagnostics(sem, width=1e-3), rs_diagnostics(pos, width=1e-3)
@@ -56,7 +56,8 @@ def test_replicon_and_ties():
     assert d_sem["replicon"] == pytest.approx(replicon(sem))
     assert d_pos["tie_density"] == pytest.approx(tie_density(pos, width=1e-3))
     assert d_sem["two_minima"] == 0 and 0 < d_pos["two_minima"] < 0.01 and d_pos["tie_density"] > 0
-    edge = solve_state_evolution(TaskParams(omega=0.0), 0.55, "positional", start=Overlaps(0.045, 0.15, 24.0, 0.0))
+    edge = solve_state_evolution(TaskParams(omega=0.0), 0.55, "positional", start=Overlaps(0.045, 0.15, 24.0, 0.0),
+                                 solver=SESolver())
     d_edge = rs_diagnostics(edge, width=1e-3)
     assert d_edge["replicon"] < 1 and d_edge["two_minima"] > 0.05
     assert d_edge["tie_density"] > 10 * d_pos["tie_density"]
@@ -116,7 +117,7 @@ def test_solver_checks_at_the_edge():
     p = TaskParams(omega=0.0)
     a = 0.5384
     start = Overlaps(0.045, 0.145, 24.5, 0.0)
-    res = solve_state_evolution(p, a, "positional", start=start)
+    res = solve_state_evolution(p, a, "positional", start=start, solver=SESolver())
     assert res.converged and res.m > 0.1 and res.V > 20
     cov = prox_coverage(res, Quadrature("sobol-sym", 8), points=121)
     assert cov["nodes"] > 0 and cov["share_worse"] == 0 and cov["max_deficit"] < 1e-12

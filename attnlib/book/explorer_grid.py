@@ -129,6 +129,9 @@ def explorer_grid(omegas=GRID_OMEGAS, alphas=GRID_ALPHAS, sigma: float = 0.5, la
                          f"table's rows ({phase.omega.min():g} to {phase.omega.max():g}): use table_omegas")
     lines = phase_lines(phase, omegas).set_index("omega") if applies else None
     tasks = [(w, b) for w in params_of for b in BRANCHES]
+    # a single Gauss-Hermite rule by default: the grid has thousands of points, at ~0.1 s each (the pooled
+    # default rule of alpha_sweep takes ~0.7 s per point)
+    solver = solver if solver is not None else SESolver()
 
     def one(w, b):
         with warnings.catch_warnings():

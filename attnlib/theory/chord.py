@@ -35,7 +35,7 @@ from ..params import TaskParams, check_finite_scalar, check_int
 from .accurate import ACCURATE_FIELDS, ACCURATE_RTOL, AccurateFixedPoint, check_rule_arguments
 from .generalisation import test_error_from_overlaps
 from .quadrature import Quadrature
-from .state_evolution import (Conjugates, Overlaps, SESolver, _check_state, _free_energy, _hold,
+from .state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy, _hold,
                               _residual, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
                               symmetry_generators)
 from .sweeps import follow_branch
@@ -51,6 +51,10 @@ CHORD_SEEDS = (3, 4, 5, 6)
 CHORD_MAX_ORDER = 18
 #: quantities whose relative standard error must meet rtol (V is reported with its error, not held to it)
 CHORD_FIELDS = ("q", "m", "theta", "test_error", "train_loss")
+#: below this magnitude an overlap's standard error is held to rtol in absolute terms (the residual's floor)
+_ERROR_FLOOR = 1e-4
+#: the pooled rule is first solved with 2**-_PRESOLVE_DROP of its points (0: not at all)
+_PRESOLVE_DROP = 3
 #: relative step of the central differences of the start rule's Jacobian
 _FD_STEP = 1e-3
 
@@ -76,8 +80,10 @@ class _PooledMap:
         self.blocks = [se_nodes(Quadrature("sobol-sym", order, s), generators) for s in seeds]
         self.params, self.alpha, self.hold, self.solver = params, alpha, hold, solver
         self.warm = None
+        self.calls = 0
 
     def __call__(self, x: Overlaps, full: bool):
+        self.calls += 1
         hats, means, warm = [], [], []
         for k, (nodes, weights) in enumerate(self.blocks):
             hat, mean_M, w = conjugates_and_energy(self.params, self.alpha, x, nodes, weights, self.solver,
@@ -155,6 +161,28 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         ``converged`` is False (with a :class:`~attnlib.exceptions.ConvergenceWarning`) when the chord did not
         reach ``tol``; ``precise`` is False (with a warning) when ``rtol`` was missed at ``max_order``.
     """
+    return _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring)[0]
+
+
+def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overlaps | None = None) -> SEResult:
+    """The default answer of :func:`attnlib.solve_state_evolution`: :func:`solve_chord` with its default
+    settings, as an :class:`~attnlib.theory.state_evolution.SEResult` with the standard errors in ``stderr``, the
+    pooled rule's conjugates at the fixed point, ``n_iter`` counting the pooled rule's map evaluations and
+    ``residual`` the last relative change."""
+    fp, hat, calls, residual = _solve(params, alpha, branch, start, CHORD_ORDER, CHORD_SEEDS, ACCURATE_RTOL,
+                                      CHORD_MAX_ORDER, 1e-5, 25, 4)
+    mean = fp.mean
+    rule = f"sobol-sym {len(fp.seeds)} x 2^{fp.order} seeds {','.join(str(s) for s in fp.seeds)}"
+    return SEResult(params=params, alpha=fp.alpha, branch=branch, q=mean["q"], m=mean["m"], V=mean["V"],
+                    theta=mean["theta"], q_hat=hat.q_hat, m_hat=hat.m_hat, V_hat=hat.V_hat,
+                    theta_hat=hat.theta_hat, test_error=mean["test_error"], train_loss=mean["train_loss"],
+                    converged=fp.converged, n_iter=calls, residual=residual, seconds=fp.seconds, rule=rule,
+                    stderr=dict(fp.stderr))
+
+
+def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring):
+    """:func:`solve_chord`, returning also the pooled conjugates at the fixed point, the number of pooled map
+    evaluations and the last residual."""
     t0 = time.perf_counter()
     alpha, seeds, order, max_order, rtol = check_rule_arguments(alpha, branch, seeds, order, max_order, rtol)
     tol = check_finite_scalar("tol", tol)
@@ -174,13 +202,25 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
     step = np.linalg.inv(np.eye(len(free)) - _start_jacobian(params, alpha, x0, hold, free, start_solver))
     solver = SESolver(n_ring=n_ring)
     x = x0.as_array()
+    calls = 0
+    if _PRESOLVE_DROP and order - _PRESOLVE_DROP >= 6:
+        # a cheap pooled rule first (1/8 of the points): its fixed point is much closer to the full rule's than
+        # the start rule's is, so that the full rule's steps stay within each node's basin and its first full
+        # search is confirmed
+        coarse = _PooledMap(params, alpha, hold, order - _PRESOLVE_DROP, seeds, solver)
+        xc, _, ok, _ = _chord(coarse, x, step, free, 10 * tol, max_steps)
+        calls += coarse.calls
+        if ok:
+            x = xc
     while True:
         pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
         x, out, converged, failure = _chord(pooled, x, step, free, tol, max_steps)
+        calls += pooled.calls
         fx, hat, mean_M, hats, means = out
         mean, stderr = _estimate(params, alpha, x, hat, mean_M, hats, means, step, free)
-        scale = {k: abs(v) for k, v in mean.items()}
-        worst = max((stderr[k] / scale[k] for k in CHORD_FIELDS if scale[k] > 0.0), default=0.0)
+        # relative errors, with the floor of the residual (1e-4) for an overlap that vanishes (m or theta
+        # beyond the end of a branch)
+        worst = max(stderr[k] / max(abs(mean[k]), _ERROR_FLOOR) for k in CHORD_FIELDS)
         if not converged or worst <= rtol or order >= max_order:
             break
         order += 1
@@ -191,9 +231,10 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
     elif not precise:
         warnings.warn(f"solve_chord: relative standard error {worst:.2g} > rtol {rtol:g} with {len(seeds)} x "
                       f"2^{order} points ({where}); raise max_order", ConvergenceWarning, stacklevel=2)
-    return AccurateFixedPoint(params=params, alpha=alpha, branch=branch, mean=mean, stderr=stderr, runs=(),
-                              seeds=seeds, order=int(order), converged=converged, precise=precise,
-                              seconds=time.perf_counter() - t0)
+    fp = AccurateFixedPoint(params=params, alpha=alpha, branch=branch, mean=mean, stderr=stderr, runs=(),
+                            seeds=seeds, order=int(order), converged=converged, precise=precise,
+                            seconds=time.perf_counter() - t0)
+    return fp, hat, calls, _residual(x, fx)
 
 
 def _chord(pooled: _PooledMap, x: np.ndarray, step: np.ndarray, free: list, tol: float, max_steps: int):

@@ -75,6 +75,13 @@ class Quadrature:
             raise ValueError(f"order must lie in [{lo}, {hi}] for rule {self.rule!r}, got {self.order}")
         object.__setattr__(self, "order", int(self.order))
 
+    @property
+    def label(self) -> str:
+        """A short name: ``"gauss-hermite 12"`` (nodes per dimension) or ``"sobol-sym 2^14 seed 0"``."""
+        if self.rule == "gauss-hermite":
+            return f"gauss-hermite {self.order}"
+        return f"{self.rule} 2^{self.order} seed {self.seed}"
+
     def points(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
         """Points ``(N, dim)`` and weights ``(N,)`` of this rule in ``dim`` dimensions (cached, read-only)."""
         return gaussian_rule(self.rule, self.order, self.seed, int(dim))

@@ -174,6 +174,10 @@ class SEResult:
 
     ``test_error`` is ``eps_g``, ``train_loss`` is ``eps_t = -Phi`` (book :eq:`eq-train-loss`,
     :eq:`eq-free-energy`). When ``converged`` is False the numbers are the last iterate, not a fixed point.
+    ``rule`` names the quadrature; ``stderr`` holds the standard error of ``q, m, V, theta, test_error,
+    train_loss`` where the rule measures it (the default rule, :func:`attnlib.solve_chord`), and is empty for a
+    single deterministic rule (an explicit ``solver``), whose error the numerics appendix measures.
+    ``n_iter`` counts the map evaluations.
     """
 
     params: TaskParams
@@ -194,14 +198,18 @@ class SEResult:
     residual: float
     seconds: float = 0.0
     residual_history: tuple = ()
+    rule: str = ""
+    stderr: dict = field(default_factory=dict)
 
     @property
     def overlaps(self) -> Overlaps:
         return Overlaps(self.q, self.m, self.V, self.theta)
 
     def as_row(self) -> dict:
-        """Tidy-table row (no history)."""
-        row = {k: v for k, v in asdict(self).items() if k not in ("params", "residual_history")}
+        """Tidy-table row (no history): every field, ``<name>_err`` for each standard error, the task's
+        parameters."""
+        row = {k: v for k, v in asdict(self).items() if k not in ("params", "residual_history", "stderr")}
+        row.update({f"{k}_err": v for k, v in self.stderr.items()})
         row.update(self.params.as_dict())
         return row
 
@@ -390,7 +398,16 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
                           start: Overlaps | None = None, solver: SESolver | None = None,
                           record_history: bool = False, fix_m: float | None = None,
                           fix_theta: float | None = None) -> SEResult:
-    """Iterate the state evolution of book chapter 4 to a fixed point on a branch.
+    """The fixed point of the state evolution of book chapter 4 on a branch.
+
+    By default (``solver=None``) the answer is the library's accurate one: the fixed point under four pooled
+    scramblings of a symmetrised Sobol rule, found by chord-Newton steps from the Gauss-Hermite rule's fixed
+    point, with standard errors in ``stderr`` (:func:`attnlib.solve_chord`; within 2e-3 relative of the
+    converged answer at the paper's reference points, book :ref:`sec-accurate-rule`). With an explicit
+    ``solver``, and for what the pooled solver does not do (a pinned overlap, the ``"free"`` branch, a
+    recorded history), the equations are iterated under the single rule of ``solver`` (default
+    :class:`SESolver`: Gauss-Hermite with 12 nodes per dimension, off by up to 3 % in ``q`` on the positional
+    branch), damped and Anderson-accelerated, and ``stderr`` is empty.
 
     Parameters
     ----------
@@ -404,7 +421,7 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     start : Overlaps, optional
         Initial overlaps (a warm start); default ``default_start``.
     solver : SESolver, optional
-        Numerical settings.
+        Settings of a single-rule iteration (see above); None: the pooled default rule.
     record_history : bool
         Keep the residual of every iteration in ``residual_history``.
     fix_m, fix_theta : float, optional
@@ -415,7 +432,8 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     -------
     SEResult
         With ``converged=False`` (and a :class:`~attnlib.exceptions.ConvergenceWarning`) if the tolerance
-        was not reached in ``solver.max_iter`` iterations or the iteration left the domain
+        was not reached (in ``solver.max_iter`` iterations, or in the chord steps of the pooled rule; a pooled
+        rule whose standard error misses its target at the largest size also warns) or the iteration left the domain
         (``V <= 0``); the numbers are then the last valid iterate. The overlaps are defined up to the global
         sign of ``Q``; the representative returned has ``theta >= 0`` on the semantic branch and ``m >= 0`` on
         the positional one, and ``theta >= 0`` on the free one (unless an overlap is pinned with ``fix_m`` /
@@ -423,13 +441,20 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     """
     t0 = time.perf_counter()
     alpha = check_alpha(alpha)
+    pinned = fix_m is not None or fix_theta is not None
+    if solver is None and not (pinned or record_history or branch == "free"):
+        if branch not in BRANCHES:
+            raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+        if start is not None:
+            _resolve_start(params, branch, start, _hold(params, branch))
+        from .chord import accurate_result  # the default rule's solver builds on this module
+        return accurate_result(params, alpha, branch, start)
     solver = solver or SESolver()
     hold = _hold(params, branch, fix_m, fix_theta)
     x = _resolve_start(params, branch, start, hold)
     fine, coarse = _quadrature_rules(params, solver, hold, cold=start is None)
     out = _iterate(params, alpha, x, solver, hold, fine, coarse)
-    result = _fixed_point_result(params, alpha, branch, out, fix_m is not None or fix_theta is not None,
-                                 record_history, t0)
+    result = _fixed_point_result(params, alpha, branch, out, pinned, record_history, t0, solver.quadrature.label)
     if not out.converged:
         why = out.failure or f"residual {out.residuals[-1]:.2e} > tol {solver.tol:g} after {out.n_iter} iterations"
         warnings.warn(f"state evolution did not converge (branch={branch}, alpha={alpha:g}, "
@@ -615,7 +640,7 @@ def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, ho
 
 
 def _fixed_point_result(params: TaskParams, alpha: float, branch: str, out: _Outcome, pinned: bool,
-                        record_history: bool, t0: float) -> SEResult:
+                        record_history: bool, t0: float, rule: str = "") -> SEResult:
     """The :class:`SEResult` of the iteration's outcome ``out``: the free energy (``eps_t = -Phi``) and the test
     error at its last point, in the representative with the branch's defining overlap positive (unless an
     overlap is ``pinned``); ``seconds`` counted from ``t0``."""
@@ -633,7 +658,7 @@ def _fixed_point_result(params: TaskParams, alpha: float, branch: str, out: _Out
                     test_error=eps_g, train_loss=-phi, converged=out.converged, n_iter=out.n_iter,
                     residual=residuals[-1] if residuals else float("inf"),
                     seconds=time.perf_counter() - t0,
-                    residual_history=tuple(residuals) if record_history else ())
+                    residual_history=tuple(residuals) if record_history else (), rule=rule)
 
 
 def _mix(x: np.ndarray, fx: np.ndarray, hist_x: list, hist_f: list, solver: SESolver) -> np.ndarray:

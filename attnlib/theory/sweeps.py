@@ -162,10 +162,14 @@ def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Ov
 def branch_curve(params: TaskParams, alphas, branch: str, solver: SESolver | None = None,
                  start: Overlaps | None = None) -> list[SEResult]:
     """Solve one branch along ``alphas`` (in the order given), warm-starting each point from the previous
-    converged one (:func:`follow_branch`)."""
+    converged one: by :func:`follow_branch` under ``solver``, or, with ``solver=None``, by the default rule of
+    :func:`~attnlib.solve_state_evolution` (whose start rule's point is found by :func:`follow_branch` too)."""
     out = []
     for a in _check_grid(alphas):
-        res = follow_branch(params, float(a), branch, start, solver)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)   # one warning per point, below
+            res = (solve_state_evolution(params, float(a), branch, start=start) if solver is None
+                   else follow_branch(params, float(a), branch, start, solver))
         if res.converged:
             start = res.overlaps
         else:
@@ -193,13 +197,21 @@ def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
     positional) vanishes is therefore the uninformed point where the branch was not found: beyond its end, as a
     rule (:func:`attnlib.branch_trace` locates the ends).
 
+    ``solver=None`` (the default) solves every point with the default rule of
+    :func:`~attnlib.solve_state_evolution` (pooled scrambled Sobol rules, :func:`attnlib.solve_chord`), with
+    standard errors; an :class:`~attnlib.theory.state_evolution.SESolver` iterates its single rule instead
+    (faster, with the bias the numerics appendix measures, and no error column).
+
     Returns
     -------
     pandas.DataFrame
         One row per (branch, alpha): overlaps, conjugates, ``test_error``, ``train_loss``, ``converged``,
-        iterations, residual, seconds and the task parameters.
+        map evaluations (``n_iter``), residual, seconds, the quadrature ``rule``, the task parameters and, with
+        the default rule, the standard errors ``q_err, m_err, V_err, theta_err, test_error_err,
+        train_loss_err``.
     """
-    solver = solver or SESolver()
+    if solver is not None and not isinstance(solver, SESolver):
+        raise ValueError(f"solver must be an SESolver or None, got {type(solver).__name__}")
     grid = np.sort(_check_grid(alphas))
 
     def one(branch):
@@ -220,10 +232,13 @@ def branch_curvature(params: TaskParams, alpha: float, branch: str, solver: SESo
     ``kappa = (eps_t(pinned at step) - eps_t(branch)) / step^2``, the pinned overlap being ``m`` for the
     semantic branch and ``theta`` for the positional one (a constrained fixed point,
     :func:`~attnlib.solve_state_evolution` with ``fix_m`` / ``fix_theta``). ``kappa > 0``:
-    the branch is a local minimum in that direction; ``kappa < 0``: a saddle.
+    the branch is a local minimum in that direction; ``kappa < 0``: a saddle. Both fixed points are solved under
+    the one rule of ``solver`` (default :class:`~attnlib.theory.state_evolution.SESolver`), since a pinned
+    point has no pooled-rule solver and the difference must not mix two rules.
     """
     if branch not in ("semantic", "positional"):
         raise ValueError(f"branch must be 'semantic' or 'positional', got {branch!r}")
+    solver = solver or SESolver()
     base = solve_state_evolution(params, alpha, branch, start=start, solver=solver)
     x = base.overlaps
     if branch == "semantic":
