@@ -53,8 +53,6 @@ CHORD_MAX_ORDER = 18
 CHORD_FIELDS = ("q", "m", "theta", "test_error", "train_loss")
 #: below this magnitude an overlap's standard error is held to rtol in absolute terms (the residual's floor)
 _ERROR_FLOOR = 1e-4
-#: the pooled rule is first solved with 2**-_PRESOLVE_DROP of its points (0: not at all)
-_PRESOLVE_DROP = 3
 #: relative step of the central differences of the start rule's Jacobian
 _FD_STEP = 1e-3
 
@@ -203,15 +201,6 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     solver = SESolver(n_ring=n_ring)
     x = x0.as_array()
     calls = 0
-    if _PRESOLVE_DROP and order - _PRESOLVE_DROP >= 6:
-        # a cheap pooled rule first (1/8 of the points): its fixed point is much closer to the full rule's than
-        # the start rule's is, so that the full rule's steps stay within each node's basin and its first full
-        # search is confirmed
-        coarse = _PooledMap(params, alpha, hold, order - _PRESOLVE_DROP, seeds, solver)
-        xc, _, ok, _ = _chord(coarse, x, step, free, 10 * tol, max_steps)
-        calls += coarse.calls
-        if ok:
-            x = xc
     while True:
         pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
         x, out, converged, failure = _chord(pooled, x, step, free, tol, max_steps)
