@@ -53,7 +53,8 @@ def test_linear_response_predicts_each_scramblings_fixed_point():
     params, alpha, branch, order, seeds = TaskParams(sigma=0.5, lam=0.01, omega=0.3), 1.25, "positional", 12, (0, 1, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", attnlib.ConvergenceWarning)  # 2^12 points miss rtol: flagged
-        res = solve_chord(params, alpha, branch, order=order, seeds=seeds, max_order=order, tol=1e-8)
+        res = solve_chord(params, alpha, branch, order=order, seeds=seeds, max_order=order, tol=1e-8,
+                          noise_fraction=0.0)
     assert res.converged
     hold = _hold(params, branch)
     free = _free_indices(hold)
@@ -126,3 +127,23 @@ def test_solve_state_evolution_defaults_to_the_pooled_rule():
         solve_state_evolution(params, 2.0, "nonsense")
     with pytest.raises(ValueError, match="start"):
         solve_state_evolution(params, 2.0, "semantic", start=(0.1, 0.0, 1.0, 0.1))
+
+
+def test_error_bar_where_a_scramblings_response_leaves_the_domain():
+    """Near the end of a branch ``(I - J)^{-1}`` is large, and a scrambling's first-order fixed point can leave
+    the domain (theta^2 > rho q; met on the explorer's grid). The estimate stays finite: eps_g is taken at the
+    nearest admissible overlaps, and the overlaps' standard errors are as large as the response says."""
+    from attnlib.theory.chord import _estimate
+
+    params = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
+    hold = _hold(params, "semantic")
+    free = _free_indices(hold)
+    x0 = solve_state_evolution(params, 2.0, "semantic", solver=chord_start_solver()).overlaps
+    pooled = _PooledMap(params, 2.0, hold, 8, (0, 1), SESolver(n_ring=4))
+    fx, hat, mean_M, hats, means = pooled(x0, True)
+    huge = 1e4 * np.eye(len(free))           # an almost singular I - J
+    moved = scrambling_fixed_points(params, x0.as_array(), hats, huge, free)
+    assert (moved[:, 3] ** 2 > params.rho * moved[:, 0]).any(), "the test needs a response out of the domain"
+    mean, stderr = _estimate(params, 2.0, x0.as_array(), hat, mean_M, hats, means, huge, free)
+    assert all(np.isfinite(v) for v in list(mean.values()) + list(stderr.values()))
+    assert stderr["theta"] > 0.1 * mean["theta"]

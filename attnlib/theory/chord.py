@@ -40,7 +40,7 @@ from .state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _check_s
                               symmetry_generators)
 from .sweeps import follow_branch
 
-__all__ = ["CHORD_FIELDS", "CHORD_ORDER", "CHORD_SEEDS", "CHORD_MAX_ORDER", "chord_start_solver", "solve_chord",
+__all__ = ["CHORD_FIELDS", "CHORD_ORDER", "CHORD_SEEDS", "CHORD_MAX_ORDER", "NOISE_FRACTION", "chord_start_solver", "solve_chord",
            "scrambling_fixed_points"]
 
 #: log2 of the points of each pooled scrambling (four of them: ``2**17`` points in all)
@@ -51,6 +51,9 @@ CHORD_SEEDS = (3, 4, 5, 6)
 CHORD_MAX_ORDER = 18
 #: quantities whose relative standard error must meet rtol (V is reported with its error, not held to it)
 CHORD_FIELDS = ("q", "m", "theta", "test_error", "train_loss")
+#: the fixed point counts as located when the chord correction is below this fraction of every free overlap's
+#: standard error (what is left is added to the error in quadrature: at most 12 % more)
+NOISE_FRACTION = 0.5
 #: below this magnitude an overlap's standard error is held to rtol in absolute terms (the residual's floor)
 _ERROR_FLOOR = 1e-4
 #: relative step of the central differences of the start rule's Jacobian
@@ -121,7 +124,7 @@ def _start_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.ndarr
 def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", start: Overlaps | None = None,
                 order: int = CHORD_ORDER, seeds=CHORD_SEEDS, rtol: float = ACCURATE_RTOL,
                 max_order: int = CHORD_MAX_ORDER, tol: float = 1e-5, max_steps: int = 25,
-                n_ring: int = 4) -> AccurateFixedPoint:
+                n_ring: int = 4, noise_fraction: float = NOISE_FRACTION) -> AccurateFixedPoint:
     """The fixed point of a branch under pooled scrambled Sobol rules, by chord-Newton steps, with its error.
 
     Parameters
@@ -144,12 +147,17 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
     max_order : int
         Largest ``order`` (``order`` to 22).
     tol : float
-        Convergence when every overlap moves by less than ``tol`` relative (absolute below ``1e-4``), confirmed
-        by a full proximal search.
+        Convergence when every overlap moves by less than ``tol`` relative (absolute below ``1e-4``), or when
+        the chord correction is below ``noise_fraction`` times the standard error of every free overlap (the
+        remaining correction is then added to the errors in quadrature); confirmed by a full proximal search.
     max_steps : int
         Chord steps at most per rule size.
     n_ring : int
         Ring starts of the global proximal search.
+    noise_fraction : float
+        See ``tol`` (in ``[0, 1]``; 0: ``tol`` only). The pooled map sums over finitely many nodes, each of which
+        can switch between its two proximal minima, so below its quadrature error the fixed point is not
+        defined more finely and the residual can stall there.
 
     Returns
     -------
@@ -159,7 +167,8 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         ``converged`` is False (with a :class:`~attnlib.exceptions.ConvergenceWarning`) when the chord did not
         reach ``tol``; ``precise`` is False (with a warning) when ``rtol`` was missed at ``max_order``.
     """
-    return _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring)[0]
+    return _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring,
+                  noise_fraction)[0]
 
 
 def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overlaps | None = None) -> SEResult:
@@ -168,7 +177,7 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
     pooled rule's conjugates at the fixed point, ``n_iter`` counting the pooled rule's map evaluations and
     ``residual`` the last relative change."""
     fp, hat, calls, residual = _solve(params, alpha, branch, start, CHORD_ORDER, CHORD_SEEDS, ACCURATE_RTOL,
-                                      CHORD_MAX_ORDER, 1e-5, 25, 4)
+                                      CHORD_MAX_ORDER, 1e-5, 25, 4, NOISE_FRACTION)
     mean = fp.mean
     rule = f"sobol-sym {len(fp.seeds)} x 2^{fp.order} seeds {','.join(str(s) for s in fp.seeds)}"
     return SEResult(params=params, alpha=fp.alpha, branch=branch, q=mean["q"], m=mean["m"], V=mean["V"],
@@ -178,7 +187,7 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
                     stderr=dict(fp.stderr))
 
 
-def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring):
+def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring, noise_fraction):
     """:func:`solve_chord`, returning also the pooled conjugates at the fixed point, the number of pooled map
     evaluations and the last residual."""
     t0 = time.perf_counter()
@@ -187,6 +196,9 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     if not 0 < tol < 1:
         raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
     max_steps = check_int("max_steps", max_steps, 1)
+    noise_fraction = check_finite_scalar("noise_fraction", noise_fraction)
+    if not 0 <= noise_fraction <= 1:
+        raise ValueError(f"noise_fraction must lie in [0, 1], got {noise_fraction!r}")
     n_ring = check_int("n_ring", n_ring, 0)
     if start is not None and not isinstance(start, Overlaps):
         raise ValueError(f"start must be an Overlaps instance, got {type(start).__name__}")
@@ -203,10 +215,10 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     calls = 0
     while True:
         pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
-        x, out, converged, failure = _chord(pooled, x, step, free, tol, max_steps)
+        x, out, converged, failure, left = _chord(pooled, x, step, free, tol, max_steps, noise_fraction)
         calls += pooled.calls
         fx, hat, mean_M, hats, means = out
-        mean, stderr = _estimate(params, alpha, x, hat, mean_M, hats, means, step, free)
+        mean, stderr = _estimate(params, alpha, x, hat, mean_M, hats, means, step, free, left)
         # relative errors, with the floor of the residual (1e-4) for an overlap that vanishes (m or theta
         # beyond the end of a branch)
         worst = max(stderr[k] / max(abs(mean[k]), _ERROR_FLOOR) for k in CHORD_FIELDS)
@@ -226,30 +238,39 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     return fp, hat, calls, _residual(x, fx)
 
 
-def _chord(pooled: _PooledMap, x: np.ndarray, step: np.ndarray, free: list, tol: float, max_steps: int):
-    """Chord steps from ``x`` (a point where the pooled map is defined) until the residual is below ``tol`` at a
-    full proximal search. A step whose image leaves the domain is halved (up to 12 times).
+def _chord(pooled: _PooledMap, x: np.ndarray, step: np.ndarray, free: list, tol: float, max_steps: int,
+           noise_fraction: float):
+    """Chord steps from ``x`` (a point where the pooled map is defined) until the fixed point is located, at a
+    full proximal search: the residual is below ``tol``, or the chord correction ``(I - J)^{-1} (F(x) - x)`` is
+    below ``noise_fraction`` of the standard error of every free overlap (the pooled map is a sum over finitely
+    many nodes, each of which can switch basin: below its quadrature error the fixed point is not defined more
+    finely, and the residual can stall or jump there). A step whose image leaves the domain is halved (up to 12
+    times).
 
-    The steps descend from the previous proximal points (a full search only near the jump); where they meet
-    ``tol`` a full search at the same point confirms it or, when some node's global minimum has changed basin
-    away from the jump, gives the proximal points from which the steps go on. Returns ``(x, pooled map's output at x, converged, failure)``:
-    the last point evaluated."""
+    The steps descend from the previous proximal points (a full search only near the jump); where they meet the
+    criterion a full search at the same point confirms it or, when some node's global minimum has changed basin
+    away from the jump, gives the proximal points from which the steps go on. Returns
+    ``(x, pooled map's output at x, converged, failure, correction)``: the last point evaluated and the chord
+    correction left there (zero where the residual met ``tol``)."""
     out = pooled(Overlaps.from_array(x), True)
     full = True
     res_prev = np.inf
+    delta = np.zeros_like(x)
     for _ in range(max_steps):
         res = _residual(x, out[0])
-        if res < tol:
+        delta = np.zeros_like(x)
+        delta[free] = step @ (out[0] - x)[free]
+        noise = noise_fraction * _scrambling_spread(pooled.params, x, out[3], step, free)
+        located = res < tol or bool(np.all(np.abs(delta[free]) <= noise[free]))
+        if located:
             if full:
-                return x, out, True, None
+                return x, out, True, None, (np.zeros_like(x) if res < tol else delta)
             out, full = pooled(Overlaps.from_array(x), True), True  # confirm with the full search
             res_prev = np.inf  # the next steps descend from the confirmed proximal points
             continue
         if res > 10.0 * res_prev:
-            return x, out, False, f"the chord diverged (residual {res:.2e} after {res_prev:.2e})"
+            return x, out, False, f"the chord diverged (residual {res:.2e} after {res_prev:.2e})", delta
         res_prev = res
-        delta = np.zeros_like(x)
-        delta[free] = step @ (out[0] - x)[free]
         for _ in range(12):
             try:
                 cand = x + delta
@@ -259,9 +280,16 @@ def _chord(pooled: _PooledMap, x: np.ndarray, step: np.ndarray, free: list, tol:
             except FloatingPointError:
                 delta *= 0.5
         else:
-            return x, out, False, "the chord step left the domain (q > 0, V > 0, theta^2 <= rho q)"
+            return x, out, False, "the chord step left the domain (q > 0, V > 0, theta^2 <= rho q)", delta
         x, out, full = cand, out_new, False
-    return x, out, False, f"residual {_residual(x, out[0]):.2e} > tol {tol:g} after {max_steps} chord steps"
+    return (x, out, False, f"residual {_residual(x, out[0]):.2e} > tol {tol:g} after {max_steps} chord steps",
+            delta)
+
+
+def _scrambling_spread(params: TaskParams, x: np.ndarray, hats, step: np.ndarray, free: list) -> np.ndarray:
+    """Standard error of the overlaps ``x`` from the scramblings' first-order fixed points (shape ``(4,)``)."""
+    per = scrambling_fixed_points(params, x, hats, step, free)
+    return per.std(axis=0, ddof=1) / np.sqrt(len(per))
 
 
 def scrambling_fixed_points(params: TaskParams, x: np.ndarray, hats, step: np.ndarray, free: list) -> np.ndarray:
@@ -274,8 +302,10 @@ def scrambling_fixed_points(params: TaskParams, x: np.ndarray, hats, step: np.nd
     return out
 
 
-def _estimate(params, alpha, x, hat, mean_M, hats, means, step, free):
-    """The pooled fixed point's quantities and their standard errors from the scramblings' linear response."""
+def _estimate(params, alpha, x, hat, mean_M, hats, means, step, free, left=None):
+    """The pooled fixed point's quantities and their standard errors from the scramblings' linear response;
+    a chord correction ``left`` at ``x`` (where the fixed point was located to within its noise) is added to
+    the errors of the overlaps and of ``eps_g`` in quadrature (``eps_t`` is stationary: second order)."""
     ov = Overlaps.from_array(x)
     mean = dict(zip(("q", "m", "V", "theta"), x.tolist()))
     mean["test_error"] = test_error_from_overlaps(params, ov.q, ov.m, ov.theta)
@@ -283,9 +313,20 @@ def _estimate(params, alpha, x, hat, mean_M, hats, means, step, free):
     per = []
     for xk, hat_k, mean_k in zip(scrambling_fixed_points(params, x, hats, step, free), hats, means):
         ok = Overlaps.from_array(xk)
-        eps_g = test_error_from_overlaps(params, max(ok.q, 1e-300), ok.m, ok.theta)
+        # near the end of a branch the response of a scrambling can leave the domain (theta^2 > rho q): eps_g is
+        # then taken at the nearest admissible overlaps, and the overlaps' own spread flags the point
+        q_k = max(ok.q, 1e-300)
+        bound = np.sqrt(params.rho * q_k)
+        eps_g = test_error_from_overlaps(params, q_k, ok.m, float(np.clip(ok.theta, -bound, bound)))
         per.append(list(xk) + [eps_g, -_free_energy(params, alpha, ov, hat_k, mean_k)])
     per = np.array(per)
     err = per.std(axis=0, ddof=1) / np.sqrt(len(per))
+    if left is not None and np.any(left):
+        moved = Overlaps.from_array(x + left)
+        q_m = max(moved.q, 1e-300)
+        bound = np.sqrt(params.rho * q_m)
+        shift = test_error_from_overlaps(params, q_m, moved.m, float(np.clip(moved.theta, -bound, bound)))
+        err[:4] = np.hypot(err[:4], np.abs(left))
+        err[4] = np.hypot(err[4], abs(shift - mean["test_error"]))
     return ({k: float(mean[k]) for k in ACCURATE_FIELDS},
             {k: float(v) for k, v in zip(ACCURATE_FIELDS, err.tolist())})
