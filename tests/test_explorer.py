@@ -213,7 +213,8 @@ def test_widget_readout(view):
 
 # ---- the grid of the static explorer -------------------------------------------------------------------------
 
-from attnlib import SESolver, alpha_sweep  # noqa: E402
+from attnlib import alpha_sweep  # noqa: E402
+from attnlib.book.explorer_grid import GRID_ALPHAS, committed_fixed_points  # noqa: E402
 from attnlib.book.explorer_grid import attention_maps, explorer_grid, grid_thresholds  # noqa: E402
 from attnlib.theory.quadrature import Quadrature  # noqa: E402
 
@@ -284,8 +285,8 @@ def test_grid_is_alpha_sweep_plus_maps(small_grid):
     assert len(g) == 8 and set(g.branch) == {"semantic", "positional"}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        # the grid's single rule: the same cache entries, an identity of the public API
-        ref = alpha_sweep(P03, [1.0, 1.15, 1.3, 1.5], solver=SESolver())
+        # points off the committed grid: computed by alpha_sweep's default rule (the same cache entries)
+        ref = alpha_sweep(P03, [1.0, 1.15, 1.3, 1.5])
     for col in ("q", "m", "theta", "test_error", "train_loss"):
         assert np.array_equal(g.sort_values(["branch", "alpha"])[col].to_numpy(),
                               ref.sort_values(["branch", "alpha"])[col].to_numpy()), col
@@ -369,3 +370,54 @@ def test_prose_numbers_have_no_e_notation():
     assert prose_number(3.1e-7) == "3.1 \u00d7 10\u207b\u2077" and prose_number(2.4e6) == "2.4 \u00d7 10\u2076"
     assert prose_number(9.99e-5) == "1.0 \u00d7 10\u207b\u2074"  # rounding up carries into the exponent
     assert prose_number(0) == "0" and "e" not in prose_number(-3e-9)
+
+
+def test_committed_grid_is_the_default_rule():
+    """The committed fixed points of the static explorer are the default rule's: at three grid points (both
+    branches at omega = 0.3, alpha between alpha_c and alpha_l, and the positional branch at omega = 0, where it
+    repels the iteration) a fresh solve lands within 2e-3 relative, and the lookup returns the committed rows
+    only where the table holds all of them."""
+    a = GRID_ALPHAS[22]
+    table = committed_fixed_points([0.0, 0.3], [a], 0.5, 0.01, ((0.6, 0.4), (0.4, 0.6)))
+    assert table is not None and len(table) == 4 and table[table.omega == 0.3].converged.all()
+    assert table.q_err.notna().all()   # (at omega = 0 this alpha lies beyond the positional fold)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for w, b in ((0.3, "semantic"), (0.3, "positional")):
+            row = table[(table.omega == w) & (table.branch == b)].iloc[0]
+            fresh = solve_state_evolution(TaskParams(sigma=0.5, lam=0.01, omega=w), a, b)
+            for k in ("q", "m", "theta", "test_error", "train_loss"):
+                assert getattr(fresh, k) == pytest.approx(row[k], rel=2e-3, abs=1e-9), (w, b, k)
+        a0 = GRID_ALPHAS[12]
+        row = committed_fixed_points([0.0], [a0], 0.5, 0.01, ((0.6, 0.4), (0.4, 0.6)))
+        row = row[row.branch == "positional"].iloc[0]
+        fresh = solve_state_evolution(TaskParams(sigma=0.5, lam=0.01, omega=0.0), a0, "positional")
+        assert row.m > 0.1 and fresh.m == pytest.approx(row.m, rel=5e-3) and fresh.q == pytest.approx(row.q, rel=2e-3)
+    assert committed_fixed_points([0.3], [a, 1.0001], 0.5, 0.01, ((0.6, 0.4), (0.4, 0.6))) is None
+    assert committed_fixed_points([0.3], [a], 0.4, 0.01, ((0.6, 0.4), (0.4, 0.6))) is None
+    assert committed_fixed_points([0.3], [a], 0.5, 0.01, ((0.7, 0.3), (0.3, 0.7))) is None
+    assert committed_fixed_points([0.3], [a], 0.5, 0.01, ((0.6, 0.4), (0.4, 0.6)),
+                                  table=pd.DataFrame({"omega": [0.3]})) is None
+
+
+def test_committed_grid_schema_and_sidecar():
+    """book/data/explorer_fixed_points.csv (scripts/regenerate_explorer_data.py): every (omega, alpha, branch)
+    of the explorer's grid once, the columns the sidecar describes, standard errors where a branch was found,
+    and every row converged with finite numbers."""
+    import json
+
+    from attnlib.book.explorer_grid import EXPLORER_POINTS_CSV, FIXED_POINT_COLUMNS, GRID_OMEGAS
+
+    data = ROOT / "book" / "data"
+    df = pd.read_csv(data / EXPLORER_POINTS_CSV)
+    meta = json.loads((data / EXPLORER_POINTS_CSV.replace(".csv", ".json")).read_text())
+    assert meta["script"] == "scripts/regenerate_explorer_data.py" and meta["n_rows"] == len(df)
+    assert list(df.columns) == list(FIXED_POINT_COLUMNS) + ["A11", "A12", "A21", "A22"]
+    for c in df.columns:
+        assert c in meta["description"], c
+    assert len(df) == len(GRID_OMEGAS) * len(GRID_ALPHAS) * 2
+    assert not df.duplicated(["omega", "alpha", "branch"]).any()
+    assert df.converged.all() == (meta["n_unconverged"] == 0)
+    assert np.isfinite(df[["q", "m", "V", "theta", "test_error", "train_loss"]].to_numpy()).all()
+    found = df[np.where(df.branch == "semantic", df.theta, df.m) > 0.05]
+    assert len(found) > 0.6 * len(df) and (found.q_err > 0).all()

@@ -31,7 +31,7 @@ import pandas as pd
 from ..theory.attention import attention_matrix, teacher_matrix
 from ..theory.generalisation import linear_baseline_error
 from ..params import TaskParams
-from ..theory.state_evolution import SEResult, SESolver
+from ..theory.state_evolution import SEResult, SESolver, solve_state_evolution
 from ..theory.sweeps import follow_branch
 from .phase_table import (BRANCHES, END_COLUMNS, LINE_COLUMNS, branch_exists, phase_boundary, phase_lines,
                           table_applies, table_covers)
@@ -40,10 +40,11 @@ __all__ = ["DEFAULTS", "EXPLORER_SOLVER", "ExplorerView", "explorer_view", "draw
 
 #: Default parameter point of the explorer (the paper's running example, between alpha_c and alpha_l).
 DEFAULTS = dict(omega=0.3, alpha=1.5, sigma=0.5, lam=0.01)
-#: Solver of the explorer: the library default (12-point Gauss-Hermite rule per dimension, a few seconds per
-#: point). A cheaper 8-point rule moves the positional fixed point by ~10 % (m 0.231 instead of 0.258 at the
-#: default point: the proximal point jumps between minima across the nodes), so it is not used.
-EXPLORER_SOLVER = SESolver()
+#: Solver of the explorer: None, the library's default rule (pooled scrambled Sobol rules, about a second per
+#: fixed point; the numbers of the other chapters and of the static grid). A single rule (an SESolver) is
+#: faster but off by up to 3 % in q on the positional branch (Gauss-Hermite 12; an 8-point rule moves m by
+#: ~10 % at the default point).
+EXPLORER_SOLVER: SESolver | None = None
 BRANCH_COLOURS = {"semantic": "C0", "positional": "C3"}  # house style (attnlib.book.style.COLOURS)
 RULE_TABLE = "branch ends and thresholds from the phase table (chapter 6)"
 RULE_FALLBACK = ("no phase table for these parameters: a branch counts as present where its fixed point "
@@ -111,7 +112,8 @@ def explorer_view(omega: float = DEFAULTS["omega"], alpha: float = DEFAULTS["alp
                   starts: dict | None = None, phase: tuple | None = None) -> ExplorerView:
     """View data of one parameter point (see the module docstring).
 
-    ``solver`` defaults to ``EXPLORER_SOLVER``; ``starts`` may map a branch to warm-start overlaps;
+    ``solver`` defaults to ``EXPLORER_SOLVER`` (None: the default rule of :func:`attnlib.solve_state_evolution`;
+    an :class:`~attnlib.theory.state_evolution.SESolver`: its single rule, as a sweep follows it); ``starts`` may map a branch to warm-start overlaps;
     ``phase`` may give ``(table, source)`` to skip ``phase_boundary``. The same ``(xi, eta)`` samples
     (``seed``) are used for both branches.
     """
@@ -120,7 +122,8 @@ def explorer_view(omega: float = DEFAULTS["omega"], alpha: float = DEFAULTS["alp
     starts = starts or {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        branches = {b: follow_branch(params, float(alpha), b, starts.get(b), solver)
+        branches = {b: (solve_state_evolution(params, float(alpha), b, start=starts.get(b)) if solver is None
+                        else follow_branch(params, float(alpha), b, starts.get(b), solver))
                     for b in BRANCHES}
     table, source = phase if phase is not None else phase_boundary()
     applies = table_applies(table, params) and bool(table_covers([params.omega], table)[0])

@@ -21,10 +21,12 @@ from ..theory.generalisation import POSITION_SIGNS, linear_baseline_error
 from ..theory.quadrature import Quadrature
 from ..theory.state_evolution import SESolver
 from ..theory.sweeps import alpha_sweep
+from .book_data import book_data_dir
 from .phase_table import (BRANCHES, LINE_COLUMNS, branch_exists, log_crossing, phase_boundary, phase_lines,
                           table_applies, table_covers, table_omegas)
 
-__all__ = ["GRID_OMEGAS", "GRID_ALPHAS", "EXAMPLE_INPUTS", "attention_maps", "explorer_grid", "grid_thresholds"]
+__all__ = ["GRID_OMEGAS", "GRID_ALPHAS", "EXAMPLE_INPUTS", "EXPLORER_POINTS_CSV", "FIXED_POINT_COLUMNS",
+           "attention_maps", "explorer_fixed_points", "committed_fixed_points", "explorer_grid", "grid_thresholds"]
 
 #: ``omega`` values of the static explorer: 0 to 0.9 in steps of 0.05 (19 values); the book's page uses those
 #: inside the rows of the phase table (:func:`table_omegas`), where it has thresholds and branch ends.
@@ -37,6 +39,11 @@ GRID_ALPHAS = tuple(float(a) for a in np.round(np.geomspace(0.25, 5.0, 40), 4))
 EXAMPLE_INPUTS = ((1.5, -1.5), (0.5, 2.0))
 #: Rule of the two-dimensional Gaussian averages of the attention maps (smooth integrands).
 _MAP_RULE = Quadrature("gauss-hermite", 40)
+#: The committed fixed points of the grid under the default rule (book data; scripts/regenerate_explorer_data.py).
+EXPLORER_POINTS_CSV = "explorer_fixed_points.csv"
+#: Columns of a fixed-point row of the grid (the ``*_err`` ones: standard errors of the default rule).
+FIXED_POINT_COLUMNS = ("omega", "alpha", "branch", "q", "m", "V", "theta", "test_error", "train_loss", "converged",
+                       "sigma", "lam", "q_err", "m_err", "V_err", "theta_err", "test_error_err", "train_loss_err")
 
 
 def attention_maps(params: TaskParams, q, m, theta, examples=EXAMPLE_INPUTS) -> dict:
@@ -81,6 +88,69 @@ def attention_maps(params: TaskParams, q, m, theta, examples=EXAMPLE_INPUTS) -> 
     return {"S_mean": S_mean, "S_ex": S_ex, "T_mean": T_mean, "T_ex": T_ex}
 
 
+def explorer_fixed_points(omegas=GRID_OMEGAS, alphas=GRID_ALPHAS, sigma: float = 0.5, lam: float = 0.01,
+                          A=STANDARD_A, solver: SESolver | None = None, n_jobs: int = 2,
+                          use_cache: bool = True) -> pd.DataFrame:
+    """Both branches at every ``(omega, alpha)`` of a grid: :func:`attnlib.alpha_sweep` per ``omega`` and branch
+    (``solver=None``: the default rule, with standard errors; each curve cached on disk), one joblib task per
+    curve. Returns the rows' :data:`FIXED_POINT_COLUMNS` (the ``*_err`` ones NaN under a single rule) and the
+    ``A`` entries, sorted by ``omega, branch, alpha``."""
+    params_of = {float(w): TaskParams(sigma=float(sigma), lam=float(lam), omega=float(w), A=A)
+                 for w in np.atleast_1d(np.asarray(omegas, dtype=float))}
+    tasks = [(w, b) for w in params_of for b in BRANCHES]
+
+    def one(w, b):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return alpha_sweep(params_of[w], alphas, branches=(b,), solver=solver, use_cache=use_cache)
+
+    # one task per (omega, branch), so that both workers stay busy (branch curves take unequal times)
+    curves = (Parallel(n_jobs=n_jobs)(delayed(one)(w, b) for w, b in tasks) if n_jobs != 1
+              else [one(w, b) for w, b in tasks])
+    df = pd.concat(curves, ignore_index=True)
+    for c in FIXED_POINT_COLUMNS:
+        if c not in df:
+            df[c] = np.nan
+    a_cols = [c for c in df.columns if c.startswith("A") and c[1:].isdigit()]
+    df = df[list(FIXED_POINT_COLUMNS) + a_cols].copy()
+    df["converged"] = df["converged"].astype(bool)
+    return df.sort_values(["omega", "branch", "alpha"]).reset_index(drop=True)
+
+
+def committed_fixed_points(omegas, alphas, sigma: float, lam: float, A, table: pd.DataFrame | None = None
+                           ) -> pd.DataFrame | None:
+    """The rows of the committed grid (``table``, default the book data's :data:`EXPLORER_POINTS_CSV`) at these
+    ``omegas`` and ``alphas``, for both branches, if the table holds every one of them for this ``sigma``,
+    ``lambda`` and ``A``; else None (compute them)."""
+    if table is None:
+        try:
+            table = pd.read_csv(book_data_dir() / EXPLORER_POINTS_CSV)
+        except (FileNotFoundError, OSError, ValueError, pd.errors.ParserError):
+            return None
+    if not set(FIXED_POINT_COLUMNS) <= set(table.columns):
+        return None
+    a = np.asarray(A, dtype=float)
+    keep = np.isclose(table.sigma, sigma) & np.isclose(table.lam, lam)
+    for i in range(2):
+        for j in range(2):
+            col = f"A{i + 1}{j + 1}"
+            keep &= np.isclose(table[col], a[i, j]) if col in table else False
+    sub = table[keep]
+    omegas = np.atleast_1d(np.asarray(omegas, dtype=float))
+    alphas = np.atleast_1d(np.asarray(alphas, dtype=float))
+    rows = []
+    for w in omegas:
+        for b in BRANCHES:
+            curve = sub[np.isclose(sub.omega, w) & (sub.branch == b)]
+            pick = [np.flatnonzero(np.isclose(curve.alpha.to_numpy(), x, rtol=0, atol=1e-9)) for x in alphas]
+            if any(len(k) != 1 for k in pick):
+                return None
+            rows.append(curve.iloc[[k[0] for k in pick]].assign(omega=float(w)))
+    df = pd.concat(rows, ignore_index=True)
+    df["converged"] = df["converged"].astype(bool)
+    return df.sort_values(["omega", "branch", "alpha"]).reset_index(drop=True)
+
+
 def _defining_overlap(df: pd.DataFrame) -> np.ndarray:
     return np.where(df.branch == "semantic", df.theta.abs(), df.m.abs())
 
@@ -90,10 +160,12 @@ def explorer_grid(omegas=GRID_OMEGAS, alphas=GRID_ALPHAS, sigma: float = 0.5, la
                   use_cache: bool = True, phase: pd.DataFrame | None = None) -> pd.DataFrame:
     """Both branches of the state evolution on an ``omega x alpha`` grid, with what the explorer shows.
 
-    For each ``omega`` the semantic and the positional branch are followed along ``alphas`` with warm starts
-    by :func:`attnlib.alpha_sweep` (every branch curve cached on disk under all parameters and the library
-    fingerprint; the ``2 x len(omegas)`` curves run in parallel through joblib with ``n_jobs`` workers). To each
-    fixed point are added the linear baseline ``eps_lin``, the thresholds and branch ends of the phase table at
+    The fixed points are the default rule's (``solver=None``): read from the committed grid
+    (``committed_fixed_points`` of this module) where it holds every point asked for, else computed by
+    ``explorer_fixed_points`` (each branch followed along ``alphas`` with warm starts by
+    :func:`attnlib.alpha_sweep`, every curve cached on disk; about a second per point). An explicit ``solver``
+    computes them under its single rule. To each fixed point are added the linear baseline ``eps_lin``, the
+    thresholds and branch ends of the phase table at
     its ``omega`` (``phase``, by default ``phase_boundary``; ``phase_lines``), whether the branch
     exists there (``branch_exists``: inside its range in the table), whether it is the global minimum, and
     its attention maps (``attention_maps``).
@@ -104,9 +176,9 @@ def explorer_grid(omegas=GRID_OMEGAS, alphas=GRID_ALPHAS, sigma: float = 0.5, la
     Returns
     -------
     pandas.DataFrame
-        One row per ``(omega, alpha, branch)``: ``omega, alpha, branch, q, m, theta, test_error, train_loss,
-        converged, sigma, lam``, ``found`` (converged, defining overlap not collapsed), ``exists``,
-        ``is_global``, ``eps_lin``, ``alpha_c, alpha_l, semantic_end, positional_end`` (NaN: none), the mean
+        One row per ``(omega, alpha, branch)``: ``FIXED_POINT_COLUMNS`` (``omega, alpha, branch, q, m, V,
+        theta, test_error, train_loss, converged, sigma, lam`` and the standard errors ``*_err``, NaN under a
+        single rule), ``found`` (converged, defining overlap not collapsed), ``exists``, ``is_global``, ``eps_lin``, ``alpha_c, alpha_l, semantic_end, positional_end`` (NaN: none), the mean
         attention diagonals ``S11_mean, S22_mean`` (student) and ``T11_mean, T22_mean`` (teacher), and for each
         example ``j`` ``S11_ex{j}, S22_ex{j}, T11_ex{j}, T22_ex{j}``; sorted by ``omega, branch, alpha``.
         ``is_global`` marks the existing branch of lower training loss at each point.
@@ -128,25 +200,13 @@ def explorer_grid(omegas=GRID_OMEGAS, alphas=GRID_ALPHAS, sigma: float = 0.5, la
         raise ValueError(f"omegas {sorted(set(omegas) - set(table_omegas(omegas, phase)))} lie outside the phase "
                          f"table's rows ({phase.omega.min():g} to {phase.omega.max():g}): use table_omegas")
     lines = phase_lines(phase, omegas).set_index("omega") if applies else None
-    tasks = [(w, b) for w in params_of for b in BRANCHES]
-    # a single Gauss-Hermite rule by default: the grid has thousands of points, at ~0.1 s each (the pooled
-    # default rule of alpha_sweep takes ~0.7 s per point)
-    solver = solver if solver is not None else SESolver()
-
-    def one(w, b):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return alpha_sweep(params_of[w], alphas, branches=(b,), solver=solver, use_cache=use_cache)
-
-    # one task per (omega, branch), so that both workers stay busy (branch curves take unequal times)
-    curves = (Parallel(n_jobs=n_jobs)(delayed(one)(w, b) for w, b in tasks) if n_jobs != 1
-              else [one(w, b) for w, b in tasks])
+    fixed = committed_fixed_points(omegas, alphas, sigma, lam, A) if solver is None else None
+    if fixed is None:
+        fixed = explorer_fixed_points(omegas, alphas, sigma, lam, A, solver, n_jobs, use_cache)
     parts = []
     for w, params in params_of.items():
-        df = pd.concat([c for (cw, _), c in zip(tasks, curves) if cw == w], ignore_index=True)
-        df = df[["omega", "alpha", "branch", "q", "m", "theta", "test_error", "train_loss", "converged",
-                 "sigma", "lam"]].copy()
-        df["converged"] = df["converged"].astype(bool)
+        df = fixed[np.isclose(fixed.omega, w)][list(FIXED_POINT_COLUMNS)].copy()
+        df["omega"] = w
         line = lines.loc[w] if applies else None
         df["found"] = branch_exists("semantic", df.alpha, _defining_overlap(df), df.converged, params.rho)
         df["exists"] = False
