@@ -100,6 +100,15 @@ class _PooledMap:
         return fx.as_array(), mean_hat, float(np.mean(means)), hats, means
 
 
+def _with_hold(x: np.ndarray, hold: tuple) -> np.ndarray:
+    """``x`` (``(q, m, V, theta)``) with the pinned overlaps of ``hold`` set."""
+    x = np.array(x, dtype=float)
+    for i, pinned in ((1, hold[0]), (3, hold[1])):
+        if pinned is not None:
+            x[i] = pinned
+    return x
+
+
 def _start_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.ndarray:
     """Jacobian of the start rule's map at ``x0`` on the free overlaps, by central differences in which every node
     follows its proximal minimum at ``x0`` by local descent (so that no node changes basin inside a difference)."""
@@ -212,11 +221,27 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     step = np.linalg.inv(np.eye(len(free)) - _start_jacobian(params, alpha, x0, hold, free, start_solver))
     solver = SESolver(n_ring=n_ring)
     x = x0.as_array()
+    retry = None if start is None else _with_hold(start.as_array(), hold)
     calls = 0
     while True:
         pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
-        x, out, converged, failure, left = _chord(pooled, x, step, free, tol, max_steps, noise_fraction)
+        x, out, converged, failure, left, used = _chord(pooled, x, step, free, tol, max_steps, noise_fraction)
         calls += pooled.calls
+        if not converged and retry is not None:
+            # the start rule's point lies too far off (or on another fixed point of that rule, near a fold):
+            # go on from the given start, a point of the pooled rule's branch nearby when a sweep gives it
+            pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
+            x, out, converged, failure, left, used = _chord(pooled, retry, step, free, tol, max_steps,
+                                                            noise_fraction)
+            calls += pooled.calls
+        retry = None
+        if not converged and failure and "after" in failure and "chord steps" in failure:
+            # the chord contracts too slowly (next to a fold): secant updates from where it stopped
+            pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
+            x, out, converged, failure, left, used = _chord(pooled, x, step, free, tol, max_steps,
+                                                            noise_fraction, broyden=True)
+            calls += pooled.calls
+        step = used   # the response matrix of the error bars: the secant-updated one where it was used
         fx, hat, mean_M, hats, means = out
         mean, stderr = _estimate(params, alpha, x, hat, mean_M, hats, means, step, free, left)
         # relative errors, with the floor of the residual (1e-4) for an overlap that vanishes (m or theta
@@ -239,7 +264,7 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
 
 
 def _chord(pooled: _PooledMap, x: np.ndarray, step: np.ndarray, free: list, tol: float, max_steps: int,
-           noise_fraction: float):
+           noise_fraction: float, broyden: bool = False):
     """Chord steps from ``x`` (a point where the pooled map is defined) until the fixed point is located, at a
     full proximal search: the residual is below ``tol``, or the chord correction ``(I - J)^{-1} (F(x) - x)`` is
     below ``noise_fraction`` of the standard error of every free overlap (the pooled map is a sum over finitely
@@ -249,13 +274,16 @@ def _chord(pooled: _PooledMap, x: np.ndarray, step: np.ndarray, free: list, tol:
 
     The steps descend from the previous proximal points (a full search only near the jump); where they meet the
     criterion a full search at the same point confirms it or, when some node's global minimum has changed basin
-    away from the jump, gives the proximal points from which the steps go on. Returns
-    ``(x, pooled map's output at x, converged, failure, correction)``: the last point evaluated and the chord
-    correction left there (zero where the residual met ``tol``)."""
+    away from the jump, gives the proximal points from which the steps go on. With ``broyden`` the step matrix
+    is updated after every step by Broyden's (good) secant update of the inverse Jacobian of ``F(x) - x``, for
+    where the start rule's Jacobian contracts too slowly (next to a fold). Returns
+    ``(x, pooled map's output at x, converged, failure, correction, step)``: the last point evaluated, the chord
+    correction left there (zero where the residual met ``tol``) and the step matrix."""
     out = pooled(Overlaps.from_array(x), True)
     full = True
     res_prev = np.inf
     delta = np.zeros_like(x)
+    step = np.array(step, dtype=float)
     for _ in range(max_steps):
         res = _residual(x, out[0])
         delta = np.zeros_like(x)
@@ -264,12 +292,12 @@ def _chord(pooled: _PooledMap, x: np.ndarray, step: np.ndarray, free: list, tol:
         located = res < tol or bool(np.all(np.abs(delta[free]) <= noise[free]))
         if located:
             if full:
-                return x, out, True, None, (np.zeros_like(x) if res < tol else delta)
+                return x, out, True, None, (np.zeros_like(x) if res < tol else delta), step
             out, full = pooled(Overlaps.from_array(x), True), True  # confirm with the full search
             res_prev = np.inf  # the next steps descend from the confirmed proximal points
             continue
         if res > 10.0 * res_prev:
-            return x, out, False, f"the chord diverged (residual {res:.2e} after {res_prev:.2e})", delta
+            return x, out, False, f"the chord diverged (residual {res:.2e} after {res_prev:.2e})", delta, step
         res_prev = res
         for _ in range(12):
             try:
@@ -280,10 +308,17 @@ def _chord(pooled: _PooledMap, x: np.ndarray, step: np.ndarray, free: list, tol:
             except FloatingPointError:
                 delta *= 0.5
         else:
-            return x, out, False, "the chord step left the domain (q > 0, V > 0, theta^2 <= rho q)", delta
+            return x, out, False, "the chord step left the domain (q > 0, V > 0, theta^2 <= rho q)", delta, step
+        if broyden:
+            s_k = (cand - x)[free]
+            y_k = (out_new[0] - cand)[free] - (out[0] - x)[free]
+            hy = step @ y_k
+            denom = s_k @ hy
+            if abs(denom) > 1e-12 * np.linalg.norm(s_k) * np.linalg.norm(hy):
+                step = step - np.outer(s_k + hy, s_k @ step) / denom   # secant: step @ y_k = -s_k
         x, out, full = cand, out_new, False
     return (x, out, False, f"residual {_residual(x, out[0]):.2e} > tol {tol:g} after {max_steps} chord steps",
-            delta)
+            delta, step)
 
 
 def _scrambling_spread(params: TaskParams, x: np.ndarray, hats, step: np.ndarray, free: list) -> np.ndarray:
