@@ -337,6 +337,13 @@ def scrambling_fixed_points(params: TaskParams, x: np.ndarray, hats, step: np.nd
     return out
 
 
+def _admissible_test_error(params: TaskParams, x: np.ndarray) -> float:
+    """``eps_g`` at the overlaps ``(q, m, V, theta)`` nearest to ``x`` that satisfy ``q > 0``, ``theta^2 <= rho q``."""
+    q = max(float(x[0]), 1e-300)
+    bound = np.sqrt(params.rho * q)
+    return test_error_from_overlaps(params, q, float(x[1]), float(np.clip(x[3], -bound, bound)))
+
+
 def _estimate(params, alpha, x, hat, mean_M, hats, means, step, free, left=None):
     """The pooled fixed point's quantities and their standard errors from the scramblings' linear response;
     a chord correction ``left`` at ``x`` (where the fixed point was located to within its noise) is added to
@@ -347,20 +354,14 @@ def _estimate(params, alpha, x, hat, mean_M, hats, means, step, free, left=None)
     mean["train_loss"] = -_free_energy(params, alpha, ov, hat, mean_M)
     per = []
     for xk, hat_k, mean_k in zip(scrambling_fixed_points(params, x, hats, step, free), hats, means):
-        ok = Overlaps.from_array(xk)
         # near the end of a branch the response of a scrambling can leave the domain (theta^2 > rho q): eps_g is
         # then taken at the nearest admissible overlaps, and the overlaps' own spread flags the point
-        q_k = max(ok.q, 1e-300)
-        bound = np.sqrt(params.rho * q_k)
-        eps_g = test_error_from_overlaps(params, q_k, ok.m, float(np.clip(ok.theta, -bound, bound)))
+        eps_g = _admissible_test_error(params, xk)
         per.append(list(xk) + [eps_g, -_free_energy(params, alpha, ov, hat_k, mean_k)])
     per = np.array(per)
     err = per.std(axis=0, ddof=1) / np.sqrt(len(per))
     if left is not None and np.any(left):
-        moved = Overlaps.from_array(x + left)
-        q_m = max(moved.q, 1e-300)
-        bound = np.sqrt(params.rho * q_m)
-        shift = test_error_from_overlaps(params, q_m, moved.m, float(np.clip(moved.theta, -bound, bound)))
+        shift = _admissible_test_error(params, x + left)
         err[:4] = np.hypot(err[:4], np.abs(left))
         err[4] = np.hypot(err[4], abs(shift - mean["test_error"]))
     return ({k: float(mean[k]) for k in ACCURATE_FIELDS},
