@@ -7,7 +7,8 @@ answer); both branches on a 40-point alpha grid
 one continuation step (median); the finite-d arbiter at one omega for d up to 4000, 4 seeds, <= 5 min.
 Reference runs in the same process: the proximal step solved node by node with scipy.optimize.minimize (the
 approach of the paper's own code), timed on one state-evolution iteration and extrapolated per fixed point;
-the same fixed points with the vectorised numpy backend of the proximal step; the previous threshold method
+the same fixed points with the vectorised numpy backend of the proximal step; the phase diagram with the previous
+continuation settings (every evaluation a full search with 12 ring starts); the previous threshold method
 (both branches by warm-started iteration on a 16-point grid, gap interpolated, no branch ends); and the
 previous finite-d runs (attnlib.simulate_erm with L-BFGS, which also draws a 60 000-sample test set).
 
@@ -118,8 +119,22 @@ def main(quick: bool):
     df = phase_diagram(p, omegas, n_jobs=2)  # fresh cache directory: no hits from earlier runs
     print(f"phase diagram by continuation (alpha_c, alpha_l, branch ends) at {len(omegas)} values of omega "
           f"(2 jobs): {time.perf_counter() - t0:.1f} s")
-    print(df[["omega", "alpha_c", "alpha_l", "semantic_lower_alpha", "semantic_lower_kind",
-              "positional_upper_alpha", "positional_upper_kind"]].to_string(index=False))
+    cols = ["omega", "alpha_c", "alpha_l", "semantic_lower_alpha", "semantic_lower_kind", "positional_upper_alpha",
+            "positional_upper_kind"]
+    print(df[cols].to_string(index=False))
+    lost = int((df.semantic_lower_kind == "lost").sum() + (df.positional_upper_kind == "lost").sum())
+    print(f"  continuations lost before an end: {lost} of {2 * len(omegas)}")
+
+    # reference: the same phase diagram with the previous continuation settings (every evaluation a full proximal
+    # search with 12 ring starts, a fresh finite-difference Jacobian every 3 steps)
+    base = continuation_settings()
+    previous = replace(base, solver=replace(base.solver, n_ring=12), jacobian_every=3, cheap=False)
+    t0 = time.perf_counter()
+    ref_df = phase_diagram(p, omegas, solver=previous, n_jobs=2)
+    lost_ref = int((ref_df.semantic_lower_kind == "lost").sum() + (ref_df.positional_upper_kind == "lost").sum())
+    print(f"reference: previous continuation settings, same omegas (2 jobs): {time.perf_counter() - t0:.1f} s, "
+          f"{lost_ref} of {2 * len(omegas)} continuations lost; largest |alpha_c difference| "
+          f"{np.nanmax(np.abs(ref_df.alpha_c - df.alpha_c)):.1e}")
 
     # reference: the previous method (iteration on a coarse grid, first sign change, linear interpolation)
     t0 = time.perf_counter()

@@ -133,7 +133,8 @@ def _start_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.ndarr
 def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", start: Overlaps | None = None,
                 order: int = CHORD_ORDER, seeds=CHORD_SEEDS, rtol: float = ACCURATE_RTOL,
                 max_order: int = CHORD_MAX_ORDER, tol: float = 1e-5, max_steps: int = 25,
-                n_ring: int = 4, noise_fraction: float = NOISE_FRACTION) -> AccurateFixedPoint:
+                n_ring: int = 4, noise_fraction: float = NOISE_FRACTION,
+                start_rule: bool = True) -> AccurateFixedPoint:
     """The fixed point of a branch under pooled scrambled Sobol rules, by chord-Newton steps, with its error.
 
     Parameters
@@ -167,6 +168,11 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         See ``tol`` (in ``[0, 1]``; 0: ``tol`` only). The pooled map sums over finitely many nodes, each of which
         can switch between its two proximal minima, so below its quadrature error the fixed point is not
         defined more finely and the residual can stall there.
+    start_rule : bool
+        True: the chord starts at the start rule's fixed point (from ``start``), and goes on from ``start`` only
+        where that fails. False (needs ``start``): it starts at ``start`` itself, the start rule giving only the
+        step matrix (its Jacobian at ``start``): for a sweep along ``alpha`` near the end of a branch, where the
+        start rule may have lost the branch that the pooled rule still has.
 
     Returns
     -------
@@ -177,7 +183,7 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         reach ``tol``; ``precise`` is False (with a warning) when ``rtol`` was missed at ``max_order``.
     """
     return _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring,
-                  noise_fraction)[0]
+                  noise_fraction, start_rule)[0]
 
 
 def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overlaps | None = None) -> SEResult:
@@ -196,7 +202,8 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
                     stderr=dict(fp.stderr))
 
 
-def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring, noise_fraction):
+def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring, noise_fraction,
+           start_rule=True):
     """:func:`solve_chord`, returning also the pooled conjugates at the fixed point, the number of pooled map
     evaluations and the last residual."""
     t0 = time.perf_counter()
@@ -211,17 +218,22 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     n_ring = check_int("n_ring", n_ring, 0)
     if start is not None and not isinstance(start, Overlaps):
         raise ValueError(f"start must be an Overlaps instance, got {type(start).__name__}")
+    if not start_rule and start is None:
+        raise ValueError("start_rule=False needs a start (the point the chord starts from)")
 
     hold = _hold(params, branch)
     free = _free_indices(hold)
     start_solver = chord_start_solver()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        x0 = follow_branch(params, alpha, branch, start, start_solver).overlaps
+    if start_rule:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            x0 = follow_branch(params, alpha, branch, start, start_solver).overlaps
+    else:
+        x0 = Overlaps.from_array(_with_hold(start.as_array(), hold))
     step = np.linalg.inv(np.eye(len(free)) - _start_jacobian(params, alpha, x0, hold, free, start_solver))
     solver = SESolver(n_ring=n_ring)
     x = x0.as_array()
-    retry = None if start is None else _with_hold(start.as_array(), hold)
+    retry = None if start is None or not start_rule else _with_hold(start.as_array(), hold)
     calls = 0
     while True:
         pooled = _PooledMap(params, alpha, hold, order, seeds, solver)

@@ -12,13 +12,15 @@ in the coordinates ``u = (log q, m/rho, log V, theta/rho)`` restricted to the br
 (:data:`FREE_OVERLAPS`), by a tangent predictor and a Newton corrector on the augmented system
 ``[r(z); tau . (z - z_pred)] = 0``, ``z = (u, t)`` (Keller's pseudo-arclength method; Allgower & Georg,
 *Introduction to Numerical Continuation Methods*, ch. 2). The Jacobian ``[r_u, r_t]`` is formed by forward
-differences (``k + 1`` evaluations of ``F`` for ``k`` free overlaps) once per step and updated by Broyden's rule
-within the corrector. The tangent ``tau`` is its null vector, oriented like the previous one.
+differences (``k + 1`` evaluations of ``F`` for ``k`` free overlaps) at every step
+(:attr:`Continuation.jacobian_every`) and updated by Broyden's rule within the corrector. The tangent ``tau`` is its null vector, oriented like the previous one.
 
-Every evaluation of ``F`` uses the solver's deterministic global proximal search
-(:func:`attnlib.theory.proximal.solve_prox`), so ``r`` is a fixed function. It is only piecewise smooth: when the
-proximal point of a quadrature node switches between local minima the map jumps by about that node's weight
-(~1e-6 relative at the default Gauss-Hermite order 12). The finite-difference step (:attr:`Continuation.fd_step`)
+Every accepted point is a zero of ``r`` evaluated with the solver's deterministic global proximal search
+(:func:`attnlib.theory.proximal.solve_prox`), so ``r`` is a fixed function; the finite differences and the
+corrector's iterations evaluate it cheaply (each node's minimum followed by local descent, full search only near
+a tie; :attr:`Continuation.cheap`) and the corrector confirms its last iterate on the exact map. Without tie
+smoothing ``r`` is only piecewise smooth: when the proximal point of a quadrature node switches between local
+minima the map jumps by about that node's weight (~1e-6 relative at the default Gauss-Hermite order 12). The finite-difference step (:attr:`Continuation.fd_step`)
 is chosen well above that level and the Newton tolerance at it; a rougher map (fewer nodes) would need a
 smoother rule (more nodes, or Sobol points: pass ``SESolver(quadrature=Quadrature("sobol", 16))``).
 
@@ -109,7 +111,9 @@ class Continuation:
     max_steps : int
         Continuation steps at most, per direction.
     jacobian_every : int
-        A fresh finite-difference Jacobian every this many steps (Broyden updates in between).
+        A fresh finite-difference Jacobian every this many steps (Broyden updates in between). With the global
+        proximal search its differences are cheap evaluations (:meth:`FixedPointMap.evaluate`), a few per cent of
+        an exact one each, so the default takes one at every step: the corrector then needs fewer iterations.
     max_skips : int
         Where the corrector fails even at ``ds_min`` (a jump of the map that the smoothing does not cover), the
         fixed point is solved at ``log alpha`` moved by ``skip_step`` (by Newton, else by the plain damped
@@ -117,6 +121,11 @@ class Continuation:
         than ``max_skip_jump``); at most this many times per direction.
     skip_step, max_skip_jump : float
         See ``max_skips`` (in ``z`` units).
+    cheap : bool
+        Evaluate the finite differences and the corrector's iterations cheaply (:meth:`FixedPointMap.evaluate`
+        with ``warm``: local descent, full search only near a tie), every accepted point being confirmed on the
+        exact map; False: every evaluation is a full search (the slower reference of
+        ``benchmarks/bench_theory.py``). Either way the points are zeros of the exact residual.
     confirm_back : float
         A turn of the curve in ``alpha`` counts as a fold only if the continuation then goes back by this much
         in ``log alpha`` (or runs into the vanishing of the overlap or the end of the range); a curve that
@@ -134,11 +143,12 @@ class Continuation:
     max_newton: int = 8
     slow_newton: int = 4
     max_steps: int = 300
-    jacobian_every: int = 3
+    jacobian_every: int = 1
     confirm_back: float = 0.04
     max_skips: int = 25
     skip_step: float = 0.015
     max_skip_jump: float = 0.1
+    cheap: bool = True
 
     def __post_init__(self):
         for name in ("ds", "ds_min", "ds_max", "tol", "fd_step", "skip_step", "max_skip_jump"):
@@ -164,7 +174,7 @@ class FixedPointMap:
     :func:`attnlib.theory.state_evolution.solve_state_evolution`, with the quadrature folded by the same symmetries.
     """
 
-    def __init__(self, params: TaskParams, branch: str, solver: SESolver | None = None):
+    def __init__(self, params: TaskParams, branch: str, solver: SESolver | None = None, cheap: bool = True):
         if branch not in BRANCHES:
             raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
         self.params, self.branch = params, branch
@@ -174,9 +184,10 @@ class FixedPointMap:
         self.nodes, self.weights = se_nodes(self.solver.quadrature, symmetry_generators(params, self.hold))
         self.n_evaluations = 0
         self._last = None  # (key, output) of the last exact evaluation
-        # warm (cheap) differences only follow each node's own minimum; with tie smoothing the switches
-        # between minima are part of the smooth map, and the Jacobian must see them
-        self.cheap_jacobian = self.solver.tie_smoothing == 0
+        # warm (cheap) evaluations follow each node's own minimum by local descent and search the nodes near a
+        # tie fully (with the tie smoothing applied to them): for the small moves of a finite difference they
+        # are the exact map
+        self.cheap_jacobian = bool(cheap) and self.solver.prox_mode == "global"
 
     # --- coordinates
     def to_u(self, x: Overlaps) -> np.ndarray:
@@ -197,8 +208,9 @@ class FixedPointMap:
 
         Without ``warm`` the proximal step is the solver's full deterministic search (the exact map). With
         ``warm`` (the last item returned by an exact evaluation nearby) it is a local descent from those
-        proximal points, with the full search kept for nodes near a jump: a cheaper evaluation that follows
-        each node's minimum smoothly, used only for finite-difference Jacobians."""
+        proximal points, with the full search (and the tie smoothing) kept for nodes near a jump: a cheaper
+        evaluation that follows each node's minimum smoothly, used for the finite-difference Jacobians and the
+        corrector's iterations (:attr:`Continuation.cheap`), never for an accepted point."""
         key = (tuple(np.asarray(u, float)), float(t))
         if warm is None and self._last is not None and self._last[0] == key:
             return self._last[1]
@@ -311,7 +323,7 @@ def newton_fixed_point(params: TaskParams, alpha: float, branch: str, start: Ove
     t0 = time.perf_counter()
     settings = settings or Continuation()
     alpha = check_alpha(alpha)
-    fmap = fmap or FixedPointMap(params, branch, settings.solver)
+    fmap = fmap or FixedPointMap(params, branch, settings.solver, settings.cheap)
     t = math.log(alpha)
     u = fmap.to_u(start)
     try:
@@ -364,14 +376,19 @@ class BranchEnd:
         return self.kind in ("fold", "vanishes")
 
 
-def _corrector(fmap, z_pred, tau, J, settings):
+def _corrector(fmap, z_pred, tau, J, settings, warm=None):
     """Newton on ``[r(z); tau . (z - z_pred)] = 0`` from ``z_pred`` with Broyden updates of ``J``.
+
+    With ``warm`` (the proximal points of the exact evaluation at the last accepted point) the iterations
+    evaluate the map cheaply (:meth:`FixedPointMap.evaluate`); a point that meets the tolerance there is
+    confirmed by an exact evaluation, and if it fails the confirmation the iterations go on exactly. The
+    accepted point is always a zero of the exact residual.
 
     Returns ``(z, r, J, n_iter)``, or None when it fails (domain left or no convergence)."""
     k = len(z_pred) - 1
     z = z_pred.copy()
     try:
-        r = fmap.residual(z[:k], z[k])
+        r = fmap.residual(z[:k], z[k], warm)
     except FloatingPointError:
         return None
     for it in range(1, settings.max_newton + 1):
@@ -379,11 +396,17 @@ def _corrector(fmap, z_pred, tau, J, settings):
         rhs = -np.concatenate([r, [tau @ (z - z_pred)]])
         dz = np.linalg.solve(A, rhs)
         try:
-            r_new = fmap.residual(z[:k] + dz[:k], z[k] + dz[k])
+            r_new = fmap.residual(z[:k] + dz[:k], z[k] + dz[k], warm)
         except FloatingPointError:
             return None
         J = J + np.outer(r_new - r - J @ dz, dz) / (dz @ dz)
         z, r = z + dz, r_new
+        if np.max(np.abs(r)) < settings.tol and warm is not None:  # confirm on the exact map
+            warm = None
+            try:
+                r = fmap.residual(z[:k], z[k])
+            except FloatingPointError:
+                return None
         if np.max(np.abs(r)) < settings.tol:
             return z, r, J, it
         if not np.all(np.isfinite(z)) or np.max(np.abs(dz)) > 0.5:
@@ -415,7 +438,7 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
     """
     settings = settings or Continuation()
     lo, hi = _check_direction_and_range(direction, alpha_range)
-    fmap = fmap or FixedPointMap(params, branch, settings.solver)
+    fmap = fmap or FixedPointMap(params, branch, settings.solver, settings.cheap)
     k = len(fmap.free)
     floor = VANISH_FLOOR * params.rho
     z, tau, J = _start_tangent(fmap, start, direction, settings)
@@ -429,7 +452,8 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
         if step is None and skips < settings.max_skips:
             # a rough spot of the map (a jump the smoothing does not cover): solve at a slightly different
             # alpha by Newton from the last point and resume from there if it is the same branch
-            jumped = _skip(fmap, z, tau, k, settings, floor if branch in ("semantic", "positional") else None)
+            jumped = _skip(fmap, z, tau, k, settings, floor if branch in ("semantic", "positional") else None,
+                           heading)
             if jumped is not None:
                 skips += 1
                 end = _range_end(math.exp(jumped[0][k]), lo, hi)
@@ -522,8 +546,10 @@ def _predict_correct(fmap: FixedPointMap, z: np.ndarray, tau: np.ndarray, J: np.
     ds : float
         The step length taken (below ``ds_min`` after a failure).
     """
+    k = len(z) - 1
+    warm = fmap.evaluate(z[:k], z[k])[4] if fmap.cheap_jacobian else None
     while ds >= settings.ds_min:
-        out = _corrector(fmap, z + ds * tau, tau, J, settings)
+        out = _corrector(fmap, z + ds * tau, tau, J, settings, warm)
         if out is not None:
             return out, ds
         ds *= 0.5
@@ -716,13 +742,15 @@ class _FoldWatch:
 
 
 def _skip(fmap: "FixedPointMap", z: np.ndarray, tau: np.ndarray, k: int, settings: "Continuation",
-          floor: float | None):
-    """Step over a rough spot: solve at fixed ``log alpha = z_k + skip_step * sign(tau_k)`` from the last point,
+          floor: float | None, heading: float):
+    """Step over a rough spot: solve at fixed ``log alpha = z_k + skip_step * heading`` from the last point
+    (``heading``: the sign of the last move in alpha; the tangent's own alpha component can point back where the
+    corrector failed, and a skip along it would retrace the branch),
     by Newton and, if that fails, by the plain damped state-evolution iteration (which a jump of the map does
     not stop, as long as the fixed point attracts it). Returns ``(z, tau, J)`` at the new point if it is a
     point of the same branch (every coordinate within ``max_skip_jump`` of the last point's, the defining
-    overlap above ``floor``), else None."""
-    t_new = z[k] + math.copysign(settings.skip_step, tau[k] if tau[k] != 0 else 1.0)
+    overlap above ``floor``), else None; the tangent there points the way the skip went."""
+    t_new = z[k] + math.copysign(settings.skip_step, heading)
     x0 = fmap.to_x(z[:k])
     plain = replace(fmap.solver, anderson=0, max_iter=max(fmap.solver.max_iter, 300))
     candidates = (
@@ -748,7 +776,10 @@ def _skip(fmap: "FixedPointMap", z: np.ndarray, tau: np.ndarray, k: int, setting
             J = fmap.jacobian(u, t_new, r, settings.fd_step)
         except FloatingPointError:
             continue
-        return np.concatenate([u, [t_new]]), _null_vector(J, tau), J
+        tau_new = _null_vector(J, tau)
+        if tau_new[k] * heading < 0:  # go on the way the skip went
+            tau_new = -tau_new
+        return np.concatenate([u, [t_new]]), tau_new, J
     return None
 
 
@@ -860,7 +891,7 @@ def trace_branch(params: TaskParams, branch: str, alpha0: float, alpha_range: tu
     lo, hi = (check_alpha(a) for a in alpha_range)
     if not lo <= alpha0 <= hi:
         raise ValueError(f"alpha0 must lie in alpha_range [{lo}, {hi}], got {alpha0}")
-    fmap = FixedPointMap(params, branch, settings.solver)
+    fmap = FixedPointMap(params, branch, settings.solver, settings.cheap)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         first = solve_state_evolution(params, alpha0, branch, start=start, solver=settings.solver)

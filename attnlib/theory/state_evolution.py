@@ -125,7 +125,9 @@ class SESolver:
     coarse_until : float
         Residual at which the coarse rule hands over to the fine one.
     tie_smoothing : float
-        ``tau >= 0``. With ``tau > 0`` (full proximal searches only) each node's proximal point is the
+        ``tau >= 0``. With ``tau > 0`` (full proximal searches, and in a cheap step the nodes near a jump,
+        which it searches fully; the others lie more than ``jump_margin`` from a tie, where the runner-up's
+        weight is below ``expit(-jump_margin / tau)``, hence ``jump_margin >= 10 tau``) each node's proximal point is the
         Boltzmann mixture of its best and runner-up local minima at temperature ``tau`` (weight
         ``expit(-gap/tau)`` on the runner-up, ``M`` the soft minimum ``F_1 - tau log(1 + e^{-gap/tau})``),
         instead of the hard choice. The quadrature sum then varies smoothly where a node's proximal point
@@ -159,6 +161,9 @@ class SESolver:
             raise ValueError(f"restart_factor must lie in (1, inf), got {self.restart_factor!r}")
         if not check_finite_scalar("tie_smoothing", self.tie_smoothing) >= 0.0:
             raise ValueError(f"tie_smoothing must lie in [0, inf), got {self.tie_smoothing!r}")
+        if self.tie_smoothing > 0 and not self.jump_margin >= 10 * self.tie_smoothing:
+            raise ValueError(f"jump_margin must be >= 10 tie_smoothing = {10 * self.tie_smoothing:g} (cheap steps "
+                             f"search the nodes within it of a tie), got {self.jump_margin!r}")
         if not (0.0 < check_finite_scalar("tol", self.tol) < 1.0):
             raise ValueError(f"tol must lie in (0, 1), got {self.tol!r}")
         for name in ("max_iter", "anderson", "n_ring"):
@@ -298,6 +303,18 @@ def se_nodes(quadrature: Quadrature, generators: tuple = ()) -> tuple[np.ndarray
     return np.ascontiguousarray(np.concatenate([xi, eta], axis=1)), wts
 
 
+def _smoothed(prox, tie_smoothing: float):
+    """The Boltzmann mixture of each node's best and runner-up proximal minima at temperature ``tie_smoothing``
+    (a smooth stand-in for the hard choice, :class:`SESolver` ``tie_smoothing``); ``prox`` itself at zero
+    temperature or without a runner-up."""
+    if not tie_smoothing > 0 or prox.gap is None:
+        return prox
+    z = prox.gap / tie_smoothing
+    p_alt = expit(-z)[:, None]
+    return replace(prox, h=(1.0 - p_alt) * prox.h + p_alt * prox.h_alt,
+                   value=prox.value - tie_smoothing * np.log1p(np.exp(-z)))
+
+
 def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: np.ndarray,
                           weights: np.ndarray, solver: SESolver, hold=(None, None),
                           warm: tuple | None = None):
@@ -330,13 +347,15 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
         h_warm, near_jump = warm
         prox = minimise_locally(h_warm, c, t_diag, x.V, params.sigma, backend=solver.prox_backend)
         if np.any(near_jump):  # nodes near a jump of the proximal point: full search again
-            sub = solve_prox(c[near_jump], t_diag[near_jump], x.V, params.sigma, n_ring=solver.n_ring,
-                             backend=solver.prox_backend)
-            better = sub.value < prox.value[near_jump]
+            sub = _smoothed(solve_prox(c[near_jump], t_diag[near_jump], x.V, params.sigma, n_ring=solver.n_ring,
+                                       backend=solver.prox_backend), solver.tie_smoothing)
+            # with tie smoothing the searched nodes take the search's (smoothed) answer, as in the exact map;
+            # without, the lower of the two minima
+            take = np.ones(len(sub.value), bool) if solver.tie_smoothing > 0 else sub.value < prox.value[near_jump]
             h = prox.h.copy()
             value = prox.value.copy()
-            rows = np.nonzero(near_jump)[0][better]
-            h[rows], value[rows] = sub.h[better], sub.value[better]
+            rows = np.nonzero(near_jump)[0][take]
+            h[rows], value[rows] = sub.h[take], sub.value[take]
             prox = replace(prox, h=h, value=value)
         new_warm = (prox.h, near_jump)
     else:
@@ -344,12 +363,7 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
                           backend=solver.prox_backend)
         near_jump = prox.gap < solver.jump_margin if prox.gap is not None else np.zeros(len(c), bool)
         new_warm = (prox.h, near_jump)
-        if solver.tie_smoothing > 0 and prox.gap is not None:
-            # Boltzmann mixture of the best and runner-up minima (a smooth stand-in for the hard choice)
-            z = prox.gap / solver.tie_smoothing
-            p_alt = expit(-z)[:, None]
-            prox = replace(prox, h=(1.0 - p_alt) * prox.h + p_alt * prox.h_alt,
-                           value=prox.value - solver.tie_smoothing * np.log1p(np.exp(-z)))
+        prox = _smoothed(prox, solver.tie_smoothing)
     g = (prox.h - c) / x.V
     wg = weights[:, None] * g
     pin_m, pin_theta = hold
