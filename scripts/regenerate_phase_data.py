@@ -4,7 +4,9 @@ free_states.csv + phase_meta.json).
 
 Every threshold and branch end comes from the continuation-based functions of :mod:`attnlib.theory.sweeps`
 (pseudo-arclength continuation of both branches to their ends, with the symmetrised Sobol rule of
-``attnlib.theory.sweeps.SMOOTH_QUADRATURE``); each point is cached on disk under ``$ATTNLIB_CACHE_DIR``, so an
+``attnlib.theory.sweeps.SMOOTH_QUADRATURE``), except the semantic branch's lower end, which is placed under the
+default pooled rule by :mod:`attnlib.theory.pooled_end` (the continuation's own end is kept beside it as
+``semantic_lower_trace_*``); each point is cached on disk under ``$ATTNLIB_CACHE_DIR``, so an
 interrupted run resumes.
 
 Parts (``--parts``):
@@ -43,7 +45,8 @@ import pandas as pd
 
 from attnlib import ALTERNATIVE_A, Overlaps, SESolver, TaskParams, solve_state_evolution
 from attnlib.cache import provenance
-from attnlib.theory.sweeps import SMOOTH_QUADRATURE, TIE_SMOOTHING, branch_trace, phase_diagram, summarise_phase_diagram
+from attnlib.theory.continuation import Continuation
+from attnlib.theory.sweeps import SMOOTH_N_RING, SMOOTH_QUADRATURE, TIE_SMOOTHING, branch_trace, phase_diagram, summarise_phase_diagram
 from attnlib.finite_d.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,9 +188,10 @@ def main(argv=None):
             warnings.simplefilter("ignore")
             PARTS[name](args, meta)
         meta[name]["wall_time_s"] = round(time.perf_counter() - t0, 1)
+        meta[name]["library"] = provenance()["library"]  # parts not rerun keep the library they were made with
         print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
     meta["provenance"] = dict(script="scripts/regenerate_phase_data.py", quadrature=str(SMOOTH_QUADRATURE),
-                              tie_smoothing=TIE_SMOOTHING, params=dict(sigma=STANDARD.sigma, lam=STANDARD.lam),
+                              tie_smoothing=TIE_SMOOTHING, n_ring=SMOOTH_N_RING, cheap=Continuation().cheap, params=dict(sigma=STANDARD.sigma, lam=STANDARD.lam),
                               n_jobs=args.n_jobs, **provenance())
     meta_path.write_text(json.dumps(meta, indent=2, default=str) + "\n")
 

@@ -84,7 +84,7 @@ def test_columns_and_required_values(name):
     if "found_alpha_c" in df:  # a threshold is NaN exactly when it was not found, and then a reason is given
         for q in ("alpha_c", "alpha_l"):
             assert (df[f"found_{q}"] == df[q].notna()).all()
-            assert df.loc[~df[f"found_{q}"], f"reason_{q}"].fillna("").str.len().gt(0).all()
+            assert df.loc[~df[f"found_{q}"], f"reason_{q}"].fillna("").astype(str).str.len().gt(0).all()
     for col in [c for c in df.columns if c.endswith("_kind") and not c.endswith("_kind_n")]:
         assert set(df[col].dropna()) <= {"fold", "vanishes", "range", "lost", "absent"}, col
 
@@ -196,7 +196,12 @@ def test_recompute_alpha_c_at_the_reference_point():
 
 def test_semantic_takeover_in_the_slices():
     """Where the global minimum turns semantic: at alpha_c when it exists, else at a branch end that the table
-    itself records, never below the end of the semantic branch."""
+    itself records, never below the end of the semantic branch.
+
+    alpha_c is a root under the continuation's rule and the semantic end is placed under the pooled rule
+    (seeds of the row's scrambling); the two rules differ near the end by their quadrature errors, so alpha_c
+    may lie below the end by up to 1 % (in log alpha), a quarter of the largest spread of the end over
+    independent seed sets in the standard table (0.04 at alpha ~ 0.9)."""
     from attnlib.theory.sweeps import TAKEOVER_KINDS, semantic_takeover
 
     sl = load("phase_slices.csv")
@@ -210,7 +215,7 @@ def test_semantic_takeover_in_the_slices():
         elif kind == "positional end":
             assert a == r.positional_upper_alpha and r.positional_upper_kind in ("fold", "vanishes")
         if np.isfinite(a):
-            assert a >= r.semantic_lower_alpha - 1e-9
+            assert math.log(a / r.semantic_lower_alpha) >= -0.01, (r.slice, r.omega, a, r.semantic_lower_alpha)
     kinds = [semantic_takeover(r)[1] for r in sl.itertuples()]
     assert "undetermined" not in kinds
     assert all(semantic_takeover(r)[1] == "crossing" for r in load("phase_standard.csv").itertuples())

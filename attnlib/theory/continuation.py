@@ -112,7 +112,7 @@ class Continuation:
         Continuation steps at most, per direction.
     jacobian_every : int
         A fresh finite-difference Jacobian every this many steps (Broyden updates in between). With the global
-        proximal search its differences are cheap evaluations (:meth:`FixedPointMap.evaluate`), a few per cent of
+        proximal search its differences are cheap evaluations (``FixedPointMap.evaluate``), a few per cent of
         an exact one each, so the default takes one at every step: the corrector then needs fewer iterations.
     max_skips : int
         Where the corrector fails even at ``ds_min`` (a jump of the map that the smoothing does not cover), the
@@ -122,7 +122,7 @@ class Continuation:
     skip_step, max_skip_jump : float
         See ``max_skips`` (in ``z`` units).
     cheap : bool
-        Evaluate the finite differences and the corrector's iterations cheaply (:meth:`FixedPointMap.evaluate`
+        Evaluate the finite differences and the corrector's iterations cheaply (``FixedPointMap.evaluate``
         with ``warm``: local descent, full search only near a tie), every accepted point being confirmed on the
         exact map; False: every evaluation is a full search (the slower reference of
         ``benchmarks/bench_theory.py``). Either way the points are zeros of the exact residual.
@@ -380,7 +380,7 @@ def _corrector(fmap, z_pred, tau, J, settings, warm=None):
     """Newton on ``[r(z); tau . (z - z_pred)] = 0`` from ``z_pred`` with Broyden updates of ``J``.
 
     With ``warm`` (the proximal points of the exact evaluation at the last accepted point) the iterations
-    evaluate the map cheaply (:meth:`FixedPointMap.evaluate`); a point that meets the tolerance there is
+    evaluate the map cheaply (``FixedPointMap.evaluate``); a point that meets the tolerance there is
     confirmed by an exact evaluation, and if it fails the confirmation the iterations go on exactly. The
     accepted point is always a zero of the exact residual.
 

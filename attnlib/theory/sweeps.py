@@ -644,7 +644,7 @@ def phase_diagram(params: TaskParams, omegas, solver=None, alpha_range=DEFAULT_R
     ``alpha_l`` (NaN with the reason in ``reason_*`` when there is no transition in the range), ``found_*``, and
     for each branch and side the end's ``alpha`` and kind (``semantic_lower_alpha``, ``semantic_lower_kind``,
     ...): the continuation's (:func:`branch_ends`), except the semantic branch's lower end, which is placed under
-    the pooled rule (:func:`attnlib.theory.pooled_end.semantic_end`, with the seed set of the row's scrambling),
+    the pooled rule (``attnlib.theory.pooled_end.semantic_end``, with the seed set of the row's scrambling),
     the continuation's own being kept as ``semantic_lower_trace_alpha`` and ``semantic_lower_trace_kind``.
     Points run in parallel through ``joblib.Parallel`` (``n_jobs``).
     """
