@@ -231,6 +231,37 @@ def reader_faults(info: dict, left_out: set[str] = frozenset()) -> list[str]:
     return faults
 
 
+def empty_toggles(html: str) -> list[str]:
+    """The code cells of a page that show a "Show code cell source" toggle (tag ``hide-input``) but no output:
+    a toggle that opens onto nothing but code; a set-up cell is tagged ``remove-input`` instead. Returns the
+    first line of each such cell's source."""
+    from bs4 import BeautifulSoup
+
+    found = []
+    for cell in BeautifulSoup(html, "html.parser").select("div.cell.tag_hide-input"):
+        out = cell.select_one("div.cell_output")
+        if out is None or not (out.find(["img", "table", "pre", "svg"]) or out.get_text(strip=True)):
+            src = cell.select_one("div.cell_input")
+            found.append((src.get_text().strip().splitlines() or [""])[0] if src else "?")
+    return found
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_no_empty_toggles(name: str, built_book: Path) -> None:
+    """No code-cell toggle opens onto code alone (a cell without output is ``remove-input``)."""
+    empty = empty_toggles((built_book / f"{name}.html").read_text())
+    assert not empty, f"{name}: hide-input cells without output (tag them remove-input): {empty}"
+
+
+def test_empty_toggles_are_found() -> None:
+    """The check above on two hand-made cells: one with a figure, one without output."""
+    with_output = ('<div class="cell tag_hide-input docutils container"><div class="cell_input">x = 1</div>'
+                   '<div class="cell_output docutils container"><img src="a.png"/></div></div>')
+    without = '<div class="cell tag_hide-input docutils container"><div class="cell_input">y = 2\nz</div></div>'
+    assert empty_toggles(with_output) == []
+    assert empty_toggles(with_output + without) == ["y = 2"]
+
+
 @pytest.mark.parametrize("name", PAGES)
 def test_page_reads_cleanly(name: str, server: str, browser) -> None:
     """No leftover MyST syntax, unresolved reference, shrunken figure, overflowing output, internal jargon, warning
