@@ -11,7 +11,8 @@ It also fails on what a reader should never meet (``test_page_reads_cleanly``): 
 directive left in the page or in its typeset mathematics (``{glue``, ``{numref``, ``{eq``, ``{doc``, ``{cite``,
 a fenced directive), an unresolved reference (``??``, a cross-reference that links nowhere, a docutils error
 box), a figure shown at less than 2/3 of its natural width, a cell output or a displayed equation wider than its
-column, the word "spec" in the prose, and a warning or traceback printed into a page.
+column, the word "spec" in the prose, a number in e-notation in the running text, and a warning or
+traceback printed into a page. ``test_no_empty_toggles`` fails on a code-cell toggle that opens onto code alone.
 
 ``BOOK_TOC=<toc.yml>`` restricts the checks to the pages of a partial table of contents (``conftest.py``);
 references to chapters left out of it are then expected to be unresolved and are not counted.
@@ -37,6 +38,8 @@ LEFT_OUT = set(toc_files()) - set(PAGES)
 MYST_LEFTOVERS = ("{glue", "{numref", "{eq}", "{eq`", "{doc}", "{cite", "{math}", "```{", ":::{")
 #: A figure may be scaled down by the browser to no less than this fraction of its natural width.
 MIN_IMAGE_SCALE = 2 / 3
+#: A number in e-notation (``5.5e-05``, ``1E3``), which the prose writes as a decimal or with a power of ten.
+E_NOTATION_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?[eE][-+]?\d+(?!\w)")
 WARNING_RE = re.compile(r"\b[A-Z]\w*Warning\b|\bWARNING\b|Traceback \(most recent call last\)")
 
 
@@ -118,8 +121,12 @@ INSPECT_JS = r"""
   const clone = article.cloneNode(true);
   clone.querySelectorAll('pre, .highlight, script, style, mjx-container, mjx-assistive-mml').forEach(e => e.remove());
   const imgs = Array.from(article.querySelectorAll('img'));
+  // running text only: no tables and no API descriptions (whose defaults are code values such as tol=1e-06)
+  const prose = clone.cloneNode(true);
+  prose.querySelectorAll('table, code, dl.py').forEach(e => e.remove());
   return {
     text: clone.textContent,
+    prose: prose.textContent,
     fullText: article.innerText,
     nImg: imgs.length,
     brokenImgs: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
@@ -224,6 +231,9 @@ def reader_faults(info: dict, left_out: set[str] = frozenset()) -> list[str]:
         faults.append(f"displayed equations wider than the column: {info['wideMath']}")
     for m in re.finditer(r"\bspec\b", info["text"], flags=re.I):
         faults.append(f"the word 'spec' in the prose: ...{info['text'][max(0, m.start() - 60):m.end() + 40]!r}...")
+    for m in E_NOTATION_RE.finditer(info.get("prose", "")):
+        faults.append(f"e-notation in the prose (write 3.1 \u00d7 10\u207b\u2077, attnlib.book.style.prose_number): "
+                      f"...{info['prose'][max(0, m.start() - 60):m.end() + 20]!r}...")
     for m in WARNING_RE.finditer(info["outputText"]):
         faults.append(f"warning printed into the page: ...{info['outputText'][max(0, m.start() - 80):m.end() + 120]!r}...")
     if "Traceback" in info["fullText"]:
@@ -316,9 +326,12 @@ def test_reader_faults_catch_what_they_should() -> None:
         ({"outputText": "RuntimeWarning: overflow encountered"}, "warning printed"),
         ({"outputText": "WARNING: no converged point"}, "warning printed"),
         ({"fullText": "Traceback (most recent call last):"}, "traceback"),
+        ({"prose": "differ by at most 5.5e-05 here"}, "e-notation"),
+        ({"prose": "a tolerance of 1E3"}, "e-notation"),
     ]
     for change, what in cases:
         faults = reader_faults({**clean, **change})
         assert any(what in f for f in faults), (change, faults)
     assert reader_faults({**clean, "text": "a specific, special case"}) == []
+    assert reader_faults({**clean, "prose": "3.1 \u00d7 10\u207b\u2077, page 5e, 2e5x, v1.2e3"}) == []
     assert reader_faults({**clean, "unlinked": ["05-dual-minima"]}, left_out={"05-dual-minima"}) == []
