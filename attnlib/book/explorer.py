@@ -284,7 +284,7 @@ def _draw_panels(view: ExplorerView, axes) -> None:
     lo, hi = max(0.0, np.quantile(allv, 0.002) - 0.03), min(1.0, np.quantile(allv, 0.998) + 0.03)
     ax_sc.plot([lo, hi], [lo, hi], "k-", lw=0.8, label="$S_{11} = T_{11}$")
     ax_sc.set_xlim(lo, hi)
-    ax_sc.set_ylim(lo, hi)
+    ax_sc.set_ylim(lo, hi + 0.35 * (hi - lo))   # head room above the cloud for the legend
     ax_sc.set_xlabel(r"teacher $T_{11}$")
     ax_sc.set_ylabel(r"student $S_{11}$")
     ax_sc.set_title("per-sample attention")

@@ -62,10 +62,14 @@ RC = {
 
 
 def use() -> None:
-    """Apply :data:`RC` to matplotlib's global settings (call once at the top of a chapter)."""
+    """Apply :data:`RC` to matplotlib's global settings (call once at the top of a chapter), and check every
+    figure the chapter shows for a legend over its data (:func:`attnlib.book.legends.install`)."""
     import matplotlib as mpl
 
+    from .legends import install
+
     mpl.rcParams.update(RC)
+    install()
 
 
 def figsize(ncols: int = 1, nrows: int = 1, *, row_height: float | None = None,
