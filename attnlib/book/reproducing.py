@@ -32,29 +32,39 @@ PHASE_PARTS = {
 _SOURCES = ("paper_reference.json", "authors_theory_tables.json")
 
 
+def _test_texts(tests_dir: Path | str | None) -> dict[str, str]:
+    """The sources of the test files (``test_*.py``) of ``tests_dir``, by file name, sorted; empty where
+    ``tests_dir`` is None or missing (an installed package has no tests)."""
+    if tests_dir is None or not Path(tests_dir).is_dir():
+        return {}
+    return {p.name: p.read_text() for p in sorted(Path(tests_dir).glob("test_*.py"))}
+
+
+def _readers(tables, texts: dict[str, str]) -> list[str]:
+    """The names in ``texts`` (test file -> source) whose source names any of ``tables`` (see :func:`checking_tests`)."""
+    stems = [Path(t).stem for t in tables]
+    found = []
+    for name, text in texts.items():
+        patterns = set(re.findall(r"[\w.*-]*\*[\w.*-]*\.csv", text)) - {"*.csv"}  # a bare *.csv: every table
+        if (any(re.search(rf"(?<![\w.]){re.escape(s)}(?![\w])", text) for s in stems)
+                or any(fnmatch.fnmatchcase(t, pat) for t in tables for pat in patterns)):
+            found.append(name)
+    return found
+
+
 def checking_tests(tables, tests_dir: Path | str | None) -> list[str]:
     """The test files (``test_*.py`` in ``tests_dir``) that name any of ``tables`` (file names): by its stem, or by
     a pattern such as ``finite_d_*.csv`` that matches it; sorted. Empty where ``tests_dir`` is None or missing (an
     installed package has no tests)."""
-    if tests_dir is None or not Path(tests_dir).is_dir():
-        return []
-    stems = [Path(t).stem for t in tables]
-    found = []
-    for path in sorted(Path(tests_dir).glob("test_*.py")):
-        text = path.read_text()
-        patterns = set(re.findall(r"[\w.*-]*\*[\w.*-]*\.csv", text)) - {"*.csv"}  # a bare *.csv: every table
-        if (any(re.search(rf"(?<![\w.]){re.escape(s)}(?![\w])", text) for s in stems)
-                or any(fnmatch.fnmatchcase(t, pat) for t in tables for pat in patterns)):
-            found.append(path.name)
-    return found
+    return _readers(tables, _test_texts(tests_dir))
 
 
-def _run(tables, script, part, meta, tests_dir) -> dict:
+def _run(tables, script, part, meta, texts) -> dict:
     wall = meta.get("wall_time_s")
     return {"tables": ", ".join(tables), "script": script, "part": part or "",
             "minutes": round(float(wall) / 60, 1) if wall is not None else float("nan"),
             "workers": meta.get("n_jobs"), "generated": str(meta.get("generated") or "")[:10],
-            "tests": ", ".join(checking_tests(tables, tests_dir))}
+            "tests": ", ".join(_readers(tables, texts))}
 
 
 def data_inventory(data_dir: Path | str | None = None, tests_dir: Path | str | None = None) -> pd.DataFrame:
@@ -82,8 +92,7 @@ def data_inventory(data_dir: Path | str | None = None, tests_dir: Path | str | N
         If a table of ``data_dir`` belongs to no sidecar, or a sidecar cannot be read.
     """
     data = Path(data_dir) if data_dir is not None else book_data_dir()
-    if tests_dir is None:
-        tests_dir = data.parent.parent / "tests"
+    texts = _test_texts(data.parent.parent / "tests" if tests_dir is None else tests_dir)  # read once
     rows, covered = [], set()
     for side in sorted(data.glob("*.json")):
         if side.name in _SOURCES:
@@ -98,15 +107,15 @@ def data_inventory(data_dir: Path | str | None = None, tests_dir: Path | str | N
             for part, tables in PHASE_PARTS.items():
                 if part in meta:
                     info = {**meta["provenance"], **meta[part]}
-                    rows.append(_run(tables, script, part, info, tests_dir))
+                    rows.append(_run(tables, script, part, info, texts))
                     covered.update(tables)
         elif side.name == "histogram.json":
             tables = sorted(p.name for p in data.glob("histogram_*.csv"))
-            rows.append(_run(tables, meta["script"], None, meta, tests_dir))
+            rows.append(_run(tables, meta["script"], None, meta, texts))
             covered.update(tables)
         else:
             table = f"{meta.get('table', side.stem)}.csv"
-            rows.append(_run([table], meta.get("script", ""), None, meta, tests_dir))
+            rows.append(_run([table], meta.get("script", ""), None, meta, texts))
             covered.add(table)
     orphans = sorted(p.name for p in data.glob("*.csv") if p.name not in covered)
     if orphans:
