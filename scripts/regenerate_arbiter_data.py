@@ -15,7 +15,7 @@ tidy row per run):
 * ``arbiter_alternative.csv``: the alternative A, omega in {0.05, 0.1, 0.15, 0.2, 0.3}, alpha in
   {0.5, 1, 1.5, 2}, d = 2000, 4000, seeds 0-1 (chapter 6);
 * ``arbiter_gamp.csv``: standard A, omega = 0, alpha in {0.45, 0.5384} (points of the standard grid),
-  d = 2000, 4000, seeds 0-2, both starts, each minimisation started from 100 iterations of GAMP (``via_gamp=True``; chapter 7).
+  d = 2000, 4000, seeds 0-2, both starts, each minimisation started from 100 iterations of GAMP (``via_gamp=True``; chapter 8).
 
 BLAS is limited to one thread per process, so a run is reproducible bit for bit
 (``tests/test_book_data_arbiter.py`` recomputes some).

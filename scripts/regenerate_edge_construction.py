@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"
 SIGMA, LAM, OMEGA = 0.5, 0.01, 0.0
 ALPHAS = (0.5, 0.5384, 0.58, 0.62)
-#: the alpha of the profile (the edge point of chapter 7's solver checks)
+#: the alpha of the profile (the edge point of chapter 8's solver checks)
 PROFILE_ALPHA = 0.5384
 #: pinned m of the profile, besides the theory's fixed point
 PROFILE_M = (0.0, 0.05, 0.1, 0.125, 0.175, 0.2, 0.225)

@@ -27,7 +27,7 @@ OUT = ROOT / "book" / "data"
 SIGMA, LAM = 0.5, 0.01
 
 DESCRIPTION = (
-    "Fixed points of the state evolution (book chapter 4) on the grid of the static explorer (chapter 8): "
+    "Fixed points of the state evolution (book chapter 4) on the grid of the static explorer (chapter 9): "
     "omega in GRID_OMEGAS (0 to 0.9 in steps of 0.05), alpha in GRID_ALPHAS (40 values, geometric from 0.25 "
     "to 5), sigma = 0.5, lambda = 0.01, standard A, both branches, each followed along alpha with warm starts "
     "(the semantic branch downwards from alpha = 5) by attnlib.alpha_sweep under the library's default rule "

@@ -7,7 +7,7 @@ import pytest
 from attnlib.book.authors_tables import authors_crossing, authors_tables
 from attnlib.book.book_data import book_data_path
 
-SOURCES = {"typed list", "authors' table", "paper"}
+SOURCES = {"typed list", "authors' table", "authors' notebook", "paper"}
 COLUMNS = {"q": "q", "m": "m", "theta": "theta", "eps_g": "eps_g", "eps_t": "eps_t"}
 
 
@@ -65,3 +65,19 @@ def test_authors_tables_cross_where_their_losses_change_order():
 def test_authors_crossing_rejects_an_omega_without_tables():
     with pytest.raises(ValueError, match="omega must be one of"):
         authors_crossing(0.2)
+
+
+def test_histogram_accuracies_agree_with_the_authors_runs():
+    """The stored histogram runs (book/data/histogram_summary.csv, 4 seeds each) and the authors' 10 runs
+    (paper_reference.csv, "authors' notebook") agree in their mean final validation accuracy within two
+    standard errors of the difference, for both restricted layers (chapter 1)."""
+    ref = _reference().set_index("quantity")
+    rows = ref[ref.index.str.startswith("histogram_")]
+    assert set(rows.source) == {"authors' notebook"} and set(rows.source_file) == {"01-histogram.ipynb"}
+    summary = pd.read_csv(book_data_path("histogram_summary.csv"))
+    for variant, runs in summary.groupby("variant"):
+        theirs = ref.loc[f"histogram_val_acc_{variant}", "value"]
+        theirs_sd = ref.loc[f"histogram_val_acc_std_{variant}", "value"]   # numpy std over 10 runs (ddof 0)
+        assert 0.99 < theirs < 1 and 0 < theirs_sd < 0.01
+        se = np.hypot(runs.val_acc.std() / np.sqrt(len(runs)), theirs_sd / np.sqrt(10 - 1))
+        assert abs(runs.val_acc.mean() - theirs) < 2 * se, (variant, runs.val_acc.mean(), theirs, se)

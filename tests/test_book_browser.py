@@ -121,6 +121,10 @@ INSPECT_JS = r"""
   const clone = article.cloneNode(true);
   clone.querySelectorAll('pre, .highlight, script, style, mjx-container, mjx-assistive-mml').forEach(e => e.remove());
   const imgs = Array.from(article.querySelectorAll('img'));
+  // the text column: where the running paragraphs end on the right (a full-width cell reaches into the margin)
+  const paras = Array.from(article.querySelectorAll('section > p')).filter(p => p.getClientRects().length > 0);
+  const colRight = paras.length ? Math.max(...paras.map(p => p.getBoundingClientRect().right))
+                                : article.getBoundingClientRect().right;
   // running text only: no tables and no API descriptions (whose defaults are code values such as tol=1e-06)
   const prose = clone.cloneNode(true);
   prose.querySelectorAll('table, code, dl.py').forEach(e => e.remove());
@@ -164,6 +168,11 @@ INSPECT_JS = r"""
         });
         return out.slice(0, 5);
       }),
+    // outputs and tables that reach past the text column (into the margin or the sidebar)
+    beyondColumn: Array.from(article.querySelectorAll('.cell_output, table'))
+      .filter(o => o.getClientRects().length > 0 && o.getBoundingClientRect().right > colRight + 2)
+      .map(o => `<${o.tagName.toLowerCase()} class="${o.className}"> ends ${Math.round(o.getBoundingClientRect().right - colRight)} px right of the text column`)
+      .slice(0, 5),
     outputText: Array.from(article.querySelectorAll('.cell_output')).map(o => o.innerText).join('\n'),
     // displayed equations wider than the space MathJax has for them (cut off, or behind a sideways scroll bar)
     wideMath: Array.from(article.querySelectorAll('mjx-container[display="true"]'))
@@ -227,6 +236,8 @@ def reader_faults(info: dict, left_out: set[str] = frozenset()) -> list[str]:
             faults.append(f"figure {img['src']} shown at {img['shown']} px, less than 2/3 of its {img['natural']} px")
     if info["overflow"]:
         faults.append(f"cell output wider than its column: {info['overflow']}")
+    if info.get("beyondColumn"):
+        faults.append(f"outputs or tables beyond the text column: {info['beyondColumn']}")
     if info.get("wideMath"):
         faults.append(f"displayed equations wider than the column: {info['wideMath']}")
     for m in re.finditer(r"\bspec\b", info["text"], flags=re.I):
@@ -322,6 +333,7 @@ def test_reader_faults_catch_what_they_should() -> None:
         ({"images": [{"src": "a.png", "shown": 400, "natural": 650}]}, "less than 2/3"),
         ({"overflow": ["<table> ends 80 px right of the column"]}, "wider than its column"),
         ({"wideMath": ["equation eq-prox: 760 px in a 688 px column"]}, "equations wider"),
+        ({"beyondColumn": ['<div class="cell_output"> ends 240 px right of the text column']}, "beyond the text column"),
         ({"text": "as fixed in the spec, section four"}, "'spec'"),
         ({"outputText": "RuntimeWarning: overflow encountered"}, "warning printed"),
         ({"outputText": "WARNING: no converged point"}, "warning printed"),

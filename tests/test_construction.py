@@ -112,7 +112,7 @@ def test_theory_profile_is_minimised_at_the_fixed_point():
 
 
 def test_no_construction_beats_descent_and_the_theory_lies_below_both():
-    """The verdict's evidence (book chapter 7): on the same data, the lowest minimum at the theory's m is above
+    """The verdict's evidence (book chapter 8): on the same data, the lowest minimum at the theory's m is above
     the descent minimum at every d (seed means; extrapolated to d -> infinity, more than three standard errors
     above zero), the descent released from it returns to the descent's m, and the finite-d profile
     climbs from the descent's m to the theory's where the theory's falls."""

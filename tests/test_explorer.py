@@ -1,4 +1,4 @@
-"""Tests of attnlib.book.explorer (book chapter 8): view data against the state evolution, figure, widget."""
+"""Tests of attnlib.book.explorer (book chapter 9): view data against the state evolution, figure, widget."""
 import math
 import warnings
 from pathlib import Path
@@ -207,7 +207,7 @@ def test_widget_readout(view):
     from attnlib.book.explorer import _readout_html
 
     html = _readout_html(view)
-    assert "semantic (global minimum)" in html and f"{view.branches['positional'].m / 0.25:.4f}" in html
+    assert "semantic (global minimum)" in html and f"{view.branches['positional'].m / 0.25:#.4g}" in html
     assert "= 1.250" in html and "up to the end of the table" in html         # alpha_c at 0.3; no positional end
 
 
@@ -370,6 +370,14 @@ def test_prose_numbers_have_no_e_notation():
     assert prose_number(3.1e-7) == "3.1 \u00d7 10\u207b\u2077" and prose_number(2.4e6) == "2.4 \u00d7 10\u2076"
     assert prose_number(9.99e-5) == "1.0 \u00d7 10\u207b\u2074"  # rounding up carries into the exponent
     assert prose_number(0) == "0" and "e" not in prose_number(-3e-9)
+
+
+def test_prose_lists_read_as_english():
+    from attnlib.book.style import prose_list
+
+    assert prose_list([]) == "" and prose_list(["0"]) == "0" and prose_list(("0", "0.1")) == "0 and 0.1"
+    assert prose_list(f"{w:g}" for w in (0, 0.1, 0.2)) == "0, 0.1 and 0.2"
+    assert prose_list(["a, b", "c"]) == "a, b and c"   # items with commas of their own stay whole
 
 
 def test_committed_grid_is_the_default_rule():

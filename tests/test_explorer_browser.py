@@ -1,6 +1,6 @@
-"""Headless-Chromium checks of the static explorer on the built chapter 8 (offline, no kernel).
+"""Headless-Chromium checks of the static explorer on the built chapter 9 (offline, no kernel).
 
-Opens ``08-explore.html`` from the local http server of ``conftest.py`` and checks that the explorer drawn by
+Opens ``09-explore.html`` from the local http server of ``conftest.py`` and checks that the explorer drawn by
 ``book/_static/explorer.js`` starts at the embedded initial point, that moving each slider (arrow keys, and
 jumps with ``fill``) changes the figure and that the numbers of the readout, the slider labels and the marker
 in the phase diagram are those of the embedded data at the slider positions. The embedded data are checked
@@ -26,7 +26,7 @@ from attnlib.book.phase_table import END_KINDS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-PAGE = "08-explore"
+PAGE = "09-explore"
 MAX_PAGE_BYTES = 3_000_000
 TEXT_SUFFIXES = {".html", ".js", ".css", ".json", ".svg", ".txt"}
 DASHES = {"\u2014", "no branch here", "not converged"}
@@ -104,13 +104,14 @@ def check_view(s: dict, data: dict) -> None:
     for b in ("semantic", "positional"):
         entry = data["branches"][b]
         assert ("global minimum" in s["names"][b]) == (glob == b), (b, i, j)
-        for key, digits in (("eps_g", 5), ("eps_t", 5), ("q", 4), ("m", 4), ("theta", 4)):
+        for key in ("eps_g", "eps_t", "q", "m", "theta"):   # four significant digits each
             shown = s["cells"][f"{b}.{key}"]
             if not entry["exists"][i][j]:
                 assert shown in DASHES, (b, key, shown)
                 continue
-            want = entry[key][i][j] / (data["params"]["sigma"] ** 2 if key == "m" else 1)   # shown as m/sigma^2
-            assert float(shown) == pytest.approx(want, rel=10 ** (1 - digits), abs=10 ** -digits), (b, key, i, j)
+            scale = data["params"]["sigma"] ** 2 if key in ("m", "theta") else 1   # shown as m/sigma^2, theta/sigma^2
+            assert float(shown) == pytest.approx(entry[key][i][j] / scale, rel=6e-4), (b, key, i, j)
+            assert len(shown.lstrip("-\u2212").replace("0.", "", 1).lstrip("0").replace(".", "")) == 4, (b, key, shown)
     assert float(s["cells"]["linear.eps_lin"]) == pytest.approx(data["eps_lin"][i], rel=1e-4)
     # the thresholds and ends below the table: the embedded (phase-table) values at this omega
     for key in ("alpha_c", "alpha_l", "semantic_end", "positional_end"):

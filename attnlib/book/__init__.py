@@ -1,4 +1,4 @@
-"""The book's presentation helpers: figure and table style, the explorer of chapter 8, the book's data files.
+"""The book's presentation helpers: figure and table style, the explorer of chapter 9, the book's data files.
 
 Modules: :mod:`~attnlib.book.style` (house style), :mod:`~attnlib.book.explorer` (the live widget),
 :mod:`~attnlib.book.explorer_grid` (the grid behind the static explorer), :mod:`~attnlib.book.phase_table`

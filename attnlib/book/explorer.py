@@ -1,4 +1,4 @@
-"""Interactive explorer of the state-evolution solution (book chapter 8).
+"""Interactive explorer of the state-evolution solution (book chapter 9).
 
 Three layers, so that the static book page and the live widget draw the same thing:
 
@@ -163,7 +163,7 @@ def draw_explorer(view: ExplorerView, fig=None, title: bool = True):
     """Draw an :class:`ExplorerView` into a matplotlib figure (a new one unless ``fig`` is given), in the house
     style (``attnlib.book.style``): three rows of two panels at page width,
 
-    (a) overlaps ``q``, ``m/sigma^2``, ``theta``; (b) test errors and the linear baseline; (c) the training-loss
+    (a) overlaps ``q``, ``m/sigma^2``, ``theta/sigma^2``; (b) test errors and the linear baseline; (c) the training-loss
     gap ``eps_t(semantic) - eps_t(positional)`` (negative: the semantic branch is the global minimum);
     (d) the phase diagram of the phase table (``alpha`` across, log scale; ``omega`` up, as in chapter 6) with
     the point; (e) the mean attention matrices; (f) per-sample diagonal attention entries. A branch that does
@@ -206,15 +206,15 @@ def _draw_panels(view: ExplorerView, axes) -> None:
     def label(b):
         return b + (" (global min.)" if b == view.global_branch else "")
 
-    # (a) overlaps, m shown as m / sigma^2 as everywhere in the book
+    # (a) overlaps, m and theta shown as m / sigma^2 and theta / sigma^2 as everywhere in the book
     x = np.arange(3)
     for k, b in enumerate(BRANCHES):
         if b in live:
             r = view.branches[b]
-            vals = [r.q, r.m / p.sigma**2, r.theta]
+            vals = [r.q, r.m / p.sigma**2, r.theta / p.sigma**2]
             bars = ax_ov.bar(x + (k - 0.5) * 0.38, vals, 0.38, color=C[b], label=label(b))
             ax_ov.bar_label(bars, [f"{v:.2f}" for v in vals], fontsize=8, padding=1)
-    ax_ov.set_xticks(x, ["$q$", r"$m/\sigma^2$", r"$\theta$"])
+    ax_ov.set_xticks(x, ["$q$", r"$m/\sigma^2$", r"$\theta/\sigma^2$"])
     ax_ov.set_ylabel("overlap")
     ax_ov.set_ylim(0, 1.75 * max([0.1] + [v.get_height() for v in ax_ov.patches]))
     ax_ov.set_title("overlaps of the fixed points" + (f"\n({note})" if note else ""))
@@ -369,14 +369,14 @@ def _readout_html(view: ExplorerView) -> str:
         r = view.branches[b]
         name = b + (" (global minimum)" if b == view.global_branch else "")
         if view.exists[b]:
-            cells = [f"{r.test_error:.5f}", f"{r.train_loss:.5f}", f"{r.q:.4f}", f"{r.m / s2:.4f}", f"{r.theta:.4f}"]
+            cells = [f"{v:#.4g}" for v in (r.test_error, r.train_loss, r.q, r.m / s2, r.theta / s2)]   # 4 digits
         else:
             cells = ["&mdash;"] * 4 + ["no branch here" if r.converged else "not converged"]
         rows.append(f"<tr><td style='text-align:left'>{name}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    rows.append(f"<tr><td style='text-align:left'>linear baseline</td><td>{view.eps_lin:.5f}</td>"
+    rows.append(f"<tr><td style='text-align:left'>linear baseline</td><td>{view.eps_lin:#.4g}</td>"
                 "<td></td><td></td><td></td><td></td></tr>")
     head = "".join(f"<th>{h}</th>" for h in ("", "test error &epsilon;<sub>g</sub>",
-                                             "training loss &epsilon;<sub>t</sub>", "q", "m/&sigma;&sup2;", "&theta;"))
+                                             "training loss &epsilon;<sub>t</sub>", "q", "m/&sigma;&sup2;", "&theta;/&sigma;&sup2;"))
     L = view.lines
 
     def val(k, name):

@@ -1,4 +1,4 @@
-"""The grid behind the static explorer of the published page (book chapter 8).
+"""The grid behind the static explorer of the published page (book chapter 9).
 
 :func:`explorer_grid` precomputes both branches of the state evolution on an ``omega x alpha`` grid (one tidy
 table, through :func:`attnlib.alpha_sweep`, cached), with the attention maps of :func:`attention_maps`;

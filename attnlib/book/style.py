@@ -29,7 +29,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 __all__ = ["PAGE_WIDTH", "ONE_PANEL_WIDTH", "DPI", "COLOURS", "ATTENTION_CMAP", "RC", "use", "figsize",
-           "panel_letters", "plain_log_axis", "attention_mosaic", "table", "prose_number", "with_error"]
+           "panel_letters", "plain_log_axis", "attention_mosaic", "table", "prose_number", "prose_list", "with_error"]
 
 #: Width in inches of a figure that fills the cell-output column at :data:`DPI`: 670 px. (In a 1280 px
 #: window the article is 752 px wide and a notebook output 672 px; a wider figure is scaled down.)
@@ -257,6 +257,13 @@ def prose_number(x: float, digits: int = 2) -> str:
     if mant.lstrip("-") == "10" or mant.lstrip("-").startswith("10."):
         mant, k = f"{x / 10.0 ** (k + 1):.{digits - 1}f}", k + 1
     return f"{mant} \u00d7 10{str(k).translate(_SUPERSCRIPT)}"
+
+
+def prose_list(items) -> str:
+    """The items (as ``str``) as an English list for running text: ``"a"``, ``"a and b"``, ``"a, b and c"``;
+    ``""`` for no items."""
+    items = [str(x) for x in items]
+    return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
 
 
 def with_error(value: float, err: float, digits: int | None = None) -> str:

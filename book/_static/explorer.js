@@ -427,7 +427,7 @@
       readout.textContent = "";
       var t = htmlEl("table", { "class": "readout-table" }, readout);
       var head = htmlEl("tr", {}, htmlEl("thead", {}, t));
-      ["", "test error \u03b5_g", "training loss \u03b5_t", "q", "m/\u03c3\u00b2", "\u03b8"].forEach(function (h) {
+      ["", "test error \u03b5_g", "training loss \u03b5_t", "q", "m/\u03c3\u00b2", "\u03b8/\u03c3\u00b2"].forEach(function (h) {
         htmlSub(htmlEl("th", {}, head), h);
       });
       var body = htmlEl("tbody", {}, t);
@@ -436,9 +436,9 @@
         var name = htmlEl("td", { "class": "name" }, tr);
         htmlEl("span", { "class": "swatch", style: "background:" + COLOUR[b] }, name);
         name.appendChild(document.createTextNode(" " + b + (D.global[i][j] === b ? " (global minimum)" : "")));
-        var s2 = D.params.sigma * D.params.sigma;   // the book shows the positional overlap as m / sigma^2
-        [["eps_g", 5], ["eps_t", 5], ["q", 4], ["m", 4], ["theta", 4]].forEach(function (kd) {
-          var v = ok ? B[kd[0]][i][j] / (kd[0] === "m" ? s2 : 1) : null;
+        var s2 = D.params.sigma * D.params.sigma;   // the book shows the overlaps as m / sigma^2, theta / sigma^2
+        [["eps_g", 4], ["eps_t", 4], ["q", 4], ["m", 4], ["theta", 4]].forEach(function (kd) {   // significant digits
+          var v = ok ? B[kd[0]][i][j] / (kd[0] === "m" || kd[0] === "theta" ? s2 : 1) : null;
           htmlEl("td", { "data-key": b + "." + kd[0] }, tr, ok ? fmt(v, kd[1]) : "\u2014");
         });
         if (!ok) {
@@ -449,7 +449,7 @@
       var name = htmlEl("td", { "class": "name" }, lin);
       htmlEl("span", { "class": "swatch", style: "background:" + COLOUR.linear }, name);
       name.appendChild(document.createTextNode(" linear baseline"));
-      htmlEl("td", { "data-key": "linear.eps_lin" }, lin, fmt(D.eps_lin[i], 5));
+      htmlEl("td", { "data-key": "linear.eps_lin" }, lin, fmt(D.eps_lin[i], 4));
       htmlEl("td", {}, lin, "");
       htmlEl("td", { colspan: 3 }, lin, "");
       // the thresholds and ends at this omega, from the phase table
