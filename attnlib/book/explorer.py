@@ -361,6 +361,11 @@ def _phase_panel(ax, view: ExplorerView) -> None:
     ax.set_title("phase diagram" + ("" if view.phase_matches_params else " (table: $\\sigma=0.5$, $\\lambda=0.01$)"))
 
 
+def _four_digits(x: float) -> str:
+    """``x`` to four significant digits; an exact zero (a symmetry of the branch) as ``0``."""
+    return "0" if x == 0 else f"{x:#.4g}"
+
+
 def _readout_html(view: ExplorerView) -> str:
     """HTML table of the numbers at the point (the widget's readout)."""
     s2 = view.params.sigma ** 2
@@ -369,11 +374,11 @@ def _readout_html(view: ExplorerView) -> str:
         r = view.branches[b]
         name = b + (" (global minimum)" if b == view.global_branch else "")
         if view.exists[b]:
-            cells = [f"{v:#.4g}" for v in (r.test_error, r.train_loss, r.q, r.m / s2, r.theta / s2)]   # 4 digits
+            cells = [_four_digits(v) for v in (r.test_error, r.train_loss, r.q, r.m / s2, r.theta / s2)]
         else:
             cells = ["&mdash;"] * 4 + ["no branch here" if r.converged else "not converged"]
         rows.append(f"<tr><td style='text-align:left'>{name}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    rows.append(f"<tr><td style='text-align:left'>linear baseline</td><td>{view.eps_lin:#.4g}</td>"
+    rows.append(f"<tr><td style='text-align:left'>linear baseline</td><td>{_four_digits(view.eps_lin)}</td>"
                 "<td></td><td></td><td></td><td></td></tr>")
     head = "".join(f"<th>{h}</th>" for h in ("", "test error &epsilon;<sub>g</sub>",
                                              "training loss &epsilon;<sub>t</sub>", "q", "m/&sigma;&sup2;", "&theta;/&sigma;&sup2;"))

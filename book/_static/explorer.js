@@ -79,7 +79,8 @@
   }
 
   function fmt(x, digits) {
-    return (x === null || x === undefined) ? "\u2014" : Number(x).toPrecision(digits);
+    if (x === null || x === undefined) return "\u2014";
+    return x === 0 ? "0" : Number(x).toPrecision(digits);   // an exact zero (a symmetry) is shown as 0
   }
 
   function puor(t) {
@@ -435,7 +436,8 @@
         var tr = htmlEl("tr", { "data-branch": b }, body), B = D.branches[b], ok = B.exists[i][j];
         var name = htmlEl("td", { "class": "name" }, tr);
         htmlEl("span", { "class": "swatch", style: "background:" + COLOUR[b] }, name);
-        name.appendChild(document.createTextNode(" " + b + (D.global[i][j] === b ? " (global minimum)" : "")));
+        name.appendChild(document.createTextNode(" " + b));
+        if (D.global[i][j] === b) { htmlEl("span", { "class": "global-tag" }, name, " global minimum"); }
         var s2 = D.params.sigma * D.params.sigma;   // the book shows the overlaps as m / sigma^2, theta / sigma^2
         [["eps_g", 4], ["eps_t", 4], ["q", 4], ["m", 4], ["theta", 4]].forEach(function (kd) {   // significant digits
           var v = ok ? B[kd[0]][i][j] / (kd[0] === "m" || kd[0] === "theta" ? s2 : 1) : null;
