@@ -13,8 +13,8 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed
 
+from ..parallel import run_jobs
 from ..params import STANDARD_A, TaskParams
 from ..theory.attention import attention_diagonal, teacher_diagonal
 from ..theory.generalisation import POSITION_SIGNS, linear_baseline_error
@@ -88,6 +88,13 @@ def attention_maps(params: TaskParams, q, m, theta, examples=EXAMPLE_INPUTS) -> 
     return {"S_mean": S_mean, "S_ex": S_ex, "T_mean": T_mean, "T_ex": T_ex}
 
 
+def _quiet_curve(params, alphas, branch, solver, use_cache):
+    """One branch of :func:`attnlib.alpha_sweep`, warnings silenced (a job for ``attnlib.parallel.run_jobs``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return alpha_sweep(params, alphas, branches=(branch,), solver=solver, use_cache=use_cache)
+
+
 def explorer_fixed_points(omegas=GRID_OMEGAS, alphas=GRID_ALPHAS, sigma: float = 0.5, lam: float = 0.01,
                           A=STANDARD_A, solver: SESolver | None = None, n_jobs: int = 2,
                           use_cache: bool = True) -> pd.DataFrame:
@@ -97,16 +104,10 @@ def explorer_fixed_points(omegas=GRID_OMEGAS, alphas=GRID_ALPHAS, sigma: float =
     ``A`` entries, sorted by ``omega, branch, alpha``."""
     params_of = {float(w): TaskParams(sigma=float(sigma), lam=float(lam), omega=float(w), A=A)
                  for w in np.atleast_1d(np.asarray(omegas, dtype=float))}
-    tasks = [(w, b) for w in params_of for b in BRANCHES]
-
-    def one(w, b):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return alpha_sweep(params_of[w], alphas, branches=(b,), solver=solver, use_cache=use_cache)
-
-    # one task per (omega, branch), so that both workers stay busy (branch curves take unequal times)
-    curves = (Parallel(n_jobs=n_jobs)(delayed(one)(w, b) for w, b in tasks) if n_jobs != 1
-              else [one(w, b) for w, b in tasks])
+    # one job per (omega, branch), so that both workers stay busy (branch curves take unequal times)
+    jobs = [(_quiet_curve, dict(params=params_of[w], alphas=alphas, branch=b, solver=solver, use_cache=use_cache))
+            for w in params_of for b in BRANCHES]
+    curves = run_jobs(jobs, n_jobs=n_jobs)
     df = pd.concat(curves, ignore_index=True)
     for c in FIXED_POINT_COLUMNS:
         if c not in df:

@@ -32,13 +32,13 @@ from dataclasses import replace
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed
 from scipy.optimize import brentq
 
 from ..cache import cached
 from .continuation import (VANISH_FLOOR, BranchEnd, BranchTrace, Continuation, FixedPointMap, defining_overlap,
                            newton_fixed_point, trace_branch)
 from ..exceptions import ConvergenceWarning
+from ..parallel import run_jobs
 from .generalisation import linear_baseline_error
 from ..params import TaskParams, check_alpha
 from .quadrature import Quadrature
@@ -190,13 +190,20 @@ def _curve_rows(params, alphas, branch, solver):
     return [r.as_row() for r in branch_curve(params, alphas, branch, solver)]
 
 
+def _cached_curve(params, alphas, branch, solver, use_cache):
+    """One branch curve of :func:`alpha_sweep`, cached (a module-level job for ``attnlib.parallel.run_jobs``)."""
+    return cached("se-branch", lambda: _curve_rows(params, alphas, branch, solver), use_cache=use_cache,
+                  params=params, alphas=alphas, branch=branch, solver=solver)
+
+
 def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
                 solver: SESolver | None = None, n_jobs: int = 1, use_cache: bool = True) -> pd.DataFrame:
     """Both (or the given) branches along an ``alpha`` grid, as a tidy table.
 
     Each branch is followed in increasing ``alpha`` with warm starts; the semantic branch is followed
     downwards from the largest ``alpha`` (it is easiest to find where it is the global minimum). Branches run
-    in parallel through joblib (``n_jobs``); each branch curve is cached on disk under every parameter.
+    in parallel through ``attnlib.parallel.run_jobs`` (``n_jobs``; ``$ATTNLIB_PARALLEL_BACKEND`` chooses where);
+    each branch curve is cached on disk under every parameter.
 
     Each point is ``attnlib.theory.sweeps.follow_branch``: where the iteration collapses onto the uninformed point
     (``m = theta = 0``) from a cold start or from a point of the branch, the branch is looked for by Newton's
@@ -221,13 +228,9 @@ def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
         raise ValueError(f"solver must be an SESolver or None, got {type(solver).__name__}")
     grid = np.sort(_check_grid(alphas))
 
-    def one(branch):
-        order = grid[::-1] if branch == "semantic" else grid
-        return cached("se-branch", lambda: _curve_rows(params, order, branch, solver), use_cache=use_cache,
-                      params=params, alphas=order, branch=branch, solver=solver)
-
-    parts = Parallel(n_jobs=n_jobs)(delayed(one)(b) for b in branches) if n_jobs != 1 else \
-        [one(b) for b in branches]
+    jobs = [(_cached_curve, dict(params=params, alphas=grid[::-1] if b == "semantic" else grid, branch=b,
+                                 solver=solver, use_cache=use_cache)) for b in branches]
+    parts = run_jobs(jobs, n_jobs=n_jobs)
     df = pd.DataFrame([row for part in parts for row in part])
     return df.sort_values(["branch", "alpha"]).reset_index(drop=True)
 
@@ -443,6 +446,9 @@ def _root(f, lo: float, hi: float, xtol: float) -> float:
 REASON_ABSENT = "the {branch} branch does not exist on"
 REASON_APART = "the branches do not coexist on"
 REASON_LOWER = "the {branch} branch has the lower training loss wherever both exist"
+#: A crossing below the semantic end (both under the pooled rule) is one with the branch's unresolved tail of
+#: small theta: the semantic branch is lower wherever it is resolved, and takes over at its end.
+REASON_BELOW_END = "the crossing lies below the semantic branch's end under the same rule"
 
 
 def critical_alpha(params: TaskParams, solver=None, alphas=None, xtol: float = 1e-4, use_cache: bool = True,
@@ -624,6 +630,23 @@ def _phase_point(params, settings, alpha_range, use_cache):
     end = semantic_end(params, settings, alpha_range, use_cache)
     if end is not None:
         row["semantic_lower_alpha"], row["semantic_lower_kind"] = end["alpha"], end["kind"]
+    # the thresholds under the pooled rule too (the continuation's beside them, as alpha_c_trace, alpha_l_trace)
+    from .pooled_thresholds import phase_thresholds
+
+    thr = phase_thresholds(params, settings, alpha_range, use_cache)
+    for name in ("alpha_c", "alpha_l"):
+        row[f"{name}_trace"] = thr[f"{name}_trace"]
+        row[name], row[f"{name}_pooled_err"] = thr[name], thr[f"{name}_err"]
+        if not math.isfinite(thr[name]) and math.isfinite(thr[f"{name}_trace"]):
+            row[f"reason_{name}"] = f"pooled rule: {thr[f'reason_{name}']}"
+    end_alpha = row.get("semantic_lower_alpha", math.nan)
+    if end is not None and math.isfinite(row["alpha_c"]) and row["alpha_c"] < end_alpha:
+        row["reason_alpha_c"] = (f"alpha_c (omega={params.omega:g}): {REASON_BELOW_END} "
+                                 f"({row['alpha_c']:.4g} < {end_alpha:.4g})")
+        if row["alpha_l"] == row["alpha_c"]:   # alpha_l was the jump at that crossing
+            row["reason_alpha_l"] = row["reason_alpha_c"].replace("alpha_c (", "alpha_l (", 1)
+            row["alpha_l"] = row["alpha_l_pooled_err"] = math.nan
+        row["alpha_c"] = row["alpha_c_pooled_err"] = math.nan
     return row
 
 
@@ -646,10 +669,16 @@ def phase_diagram(params: TaskParams, omegas, solver=None, alpha_range=DEFAULT_R
     ...): the continuation's (:func:`branch_ends`), except the semantic branch's lower end, which is placed under
     the pooled rule (``attnlib.theory.pooled_end.semantic_end``, with the seed set of the row's scrambling),
     the continuation's own being kept as ``semantic_lower_trace_alpha`` and ``semantic_lower_trace_kind``.
-    Points run in parallel through ``joblib.Parallel`` (``n_jobs``).
+    The thresholds, found first on the continuation's branches (:func:`critical_alpha`,
+    :func:`linear_crossing_alpha`; kept as ``alpha_c_trace``, ``alpha_l_trace``), are then moved onto the pooled
+    rule with the same seed set (``attnlib.theory.pooled_thresholds.phase_thresholds``): ``alpha_c`` and
+    ``alpha_l`` are the pooled rule's roots, ``alpha_c_pooled_err`` and ``alpha_l_pooled_err`` their quadrature
+    errors; where the pooled search finds no root, NaN with the reason. A pooled ``alpha_c`` below the pooled
+    semantic end is a crossing with the branch's unresolved tail: NaN, with the reason
+    (:data:`REASON_BELOW_END`; the semantic branch then takes over at its end, :func:`semantic_takeover`).
+    Points run in parallel through
+    ``attnlib.parallel.run_jobs`` (``n_jobs``).
     """
-    from ..parallel import run_jobs
-
     settings = continuation_settings(solver)
     if isinstance(scramblings, bool) or not isinstance(scramblings, (int, np.integer)) or scramblings < 1:
         raise ValueError(f"scramblings must be an integer >= 1, got {scramblings!r}")
@@ -676,7 +705,8 @@ def summarise_phase_diagram(df: pd.DataFrame) -> pd.DataFrame:
     end's most frequent kind (``*_kind``, with its count ``*_kind_n``), the standard error (``*_err``, NaN with
     one value) and the number of values averaged (``*_n``)."""
     rows = []
-    value_cols = ["alpha_c", "alpha_l"] + [c for c in df.columns if c.endswith("_alpha")]
+    value_cols = ["alpha_c", "alpha_l"] + [c for c in ("alpha_c_trace", "alpha_l_trace") if c in df] + [
+        c for c in df.columns if c.endswith("_alpha")]
     kind_cols = [c for c in df.columns if c.endswith("_kind")]
     for w, sub in df.groupby("omega"):
         row = {"omega": float(w), "eps_lin": float(sub.eps_lin.iloc[0]), "scramblings": int(len(sub))}
@@ -711,7 +741,8 @@ def semantic_takeover(row) -> tuple[float, str]:
 
     * at ``alpha_c`` where the two training losses cross (``"crossing"``);
     * at the lower end of the semantic branch (``"semantic end"``) when there is no positional branch, when
-      the branches do not coexist, or when the semantic branch is lower wherever both exist: below that end
+      the branches do not coexist, when the semantic branch is lower wherever both exist, or when the crossing
+      lies below the semantic end (a crossing with the branch's unresolved tail): below that end
       the global minimum is positional or uninformed, above it semantic;
     * at the upper end of the positional branch (``"positional end"``, a fold or a vanishing) when the
       positional branch is lower wherever both exist and ends inside the semantic branch's range: the global
@@ -736,7 +767,8 @@ def semantic_takeover(row) -> tuple[float, str]:
     reason = str(get("reason_alpha_c", "") or "")
     pos_kind = str(get("positional_upper_kind", "") or "")
     if (REASON_ABSENT.format(branch="positional") in reason or REASON_APART in reason
-            or REASON_LOWER.format(branch="semantic") in reason or pos_kind == "absent"):
+            or REASON_LOWER.format(branch="semantic") in reason or REASON_BELOW_END in reason
+            or pos_kind == "absent"):
         return float(sem), "semantic end"
     if REASON_LOWER.format(branch="positional") in reason:
         if pos_kind in ("fold", "vanishes"):
