@@ -675,7 +675,7 @@ def phase_diagram(params: TaskParams, omegas, solver=None, alpha_range=DEFAULT_R
     ``alpha_l`` are the pooled rule's roots, ``alpha_c_pooled_err`` and ``alpha_l_pooled_err`` their quadrature
     errors; where the pooled search finds no root, NaN with the reason. A pooled ``alpha_c`` below the pooled
     semantic end is a crossing with the branch's unresolved tail: NaN, with the reason
-    (:data:`REASON_BELOW_END`; the semantic branch then takes over at its end, :func:`semantic_takeover`).
+    (``REASON_BELOW_END``; the semantic branch then takes over at its end, :func:`semantic_takeover`).
     Points run in parallel through
     ``attnlib.parallel.run_jobs`` (``n_jobs``).
     """
