@@ -357,6 +357,8 @@ def test_values_with_errors_show_the_digits_the_error_allows():
     assert with_error(0.05105, 4e-5) == "0.05105 \u00b1 0.00004"
     assert with_error(0.114814, 3e-6) == "0.11481 \u00b1 0.000003"      # at most 5 significant digits
     assert with_error(1.0331, 3e-4) == "1.0331 \u00b1 0.0003"
+    assert with_error(1.49299, 4.4e-5, digits=4, round_up=True) == "1.4930 \u00b1 0.0001"   # never "± 0.0000"
+    assert with_error(0.61647, 9.53e-4, digits=4, round_up=True) == "0.6165 \u00b1 0.0010"
     assert with_error(0.0035905, 4e-8) == "0.0035905 \u00b1 0.00000004"
     assert with_error(1.25, 0.02) == "1.250 \u00b1 0.02"              # at least 4 significant digits
     assert with_error(0.0019714, 0.0) == "0.0019714"

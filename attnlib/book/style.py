@@ -23,6 +23,7 @@ Usage in a chapter::
 """
 from __future__ import annotations
 
+import math
 import string
 from typing import Iterable, Mapping
 
@@ -266,12 +267,15 @@ def prose_list(items) -> str:
     return " and ".join([", ".join(items[:-1]), items[-1]]) if len(items) > 1 else "".join(items)
 
 
-def with_error(value: float, err: float, digits: int | None = None) -> str:
+def with_error(value: float, err: float, digits: int | None = None, round_up: bool = False) -> str:
     """``"value \u00b1 error"`` for a table cell: the error to one significant digit, the value to that decimal
     or to 5 significant digits, whichever is coarser (with at least 4); the value alone when ``err`` is 0.
-    With ``digits``, both to that many decimals instead (a column of values of one scale)."""
+    With ``digits``, both to that many decimals instead (a column of values of one scale); with ``round_up``
+    too, the error rounded up to that decimal (an error below its last digit is not shown as zero)."""
     value, err = float(value), float(err)
     if digits is not None:
+        if round_up:
+            err = math.ceil(err * 10**digits) / 10**digits
         return f"{value:.{digits}f} \u00b1 {err:.{digits}f}"
     lead = int(np.floor(np.log10(abs(value)))) if value else 0
     err_digit = int(np.ceil(-np.log10(err))) if err > 0 else 99

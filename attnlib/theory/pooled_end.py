@@ -37,7 +37,7 @@ from .chord import CHORD_ORDER, CHORD_SEEDS, solve_chord
 from .continuation import VANISH_FLOOR, BranchTrace, defining_overlap
 from .state_evolution import Overlaps
 
-__all__ = ["PooledEnd", "pooled_end", "pooled_seeds", "semantic_end", "END_STEP", "END_RESOLUTION", "END_COLLAPSE",
+__all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "END_STEP", "END_RESOLUTION", "END_COLLAPSE",
            "END_START"]
 
 #: First sweep step towards the end, in ``log alpha``; it grows by half while the defining overlap changes by
@@ -51,6 +51,21 @@ END_RESOLUTION = 0.004
 #: branch has ended at a fold between the two points). At a pitchfork (``theta^2`` linear in ``alpha``) the bisection
 #: still closes in on the vanishing point: a step is accepted while it is shorter than 3/4 of the distance left.
 END_COLLAPSE = 0.5
+
+
+def pooled_point(params: TaskParams, alpha: float, branch: str, start, seeds, order: int, collapse: float):
+    """The pooled rule's fixed point of ``branch`` at ``alpha`` by chord steps from ``start`` (overlaps with
+    ``q, m, V, theta``: a point found, or a point of a trace), and whether the branch is found there: the chord
+    converged and the defining overlap is at least ``VANISH_FLOOR * rho`` and at least ``collapse`` times its
+    value at ``start``. Returns ``(found, fixed_point)``; the chord's convergence warning is silenced (``found``
+    carries it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fp = solve_chord(params, alpha, branch, start=Overlaps(start.q, start.m, start.V, start.theta),
+                         order=order, seeds=tuple(int(s) for s in seeds), max_order=order, start_rule=False)
+    d = defining_overlap(branch, fp)
+    found = fp.converged and d >= VANISH_FLOOR * params.rho and d >= collapse * defining_overlap(branch, start)
+    return found, fp
 
 
 def pooled_seeds(scrambling: int) -> tuple:
@@ -176,7 +191,6 @@ def pooled_end(params: TaskParams, branch: str, side: str, alpha0: float, start:
     if (limit - alpha0) * sign <= 0:
         raise ValueError(f"alpha_limit must lie {'below' if side == 'lower' else 'above'} alpha0={alpha0:g}, "
                          f"got {limit!r}")
-    floor = VANISH_FLOOR * params.rho
     seeds = tuple(int(s) for s in seeds)
     n_solves = 0
 
@@ -185,13 +199,7 @@ def pooled_end(params: TaskParams, branch: str, side: str, alpha0: float, start:
         the branch."""
         nonlocal n_solves
         n_solves += 1
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            fp = solve_chord(params, alpha, branch, start=Overlaps(last.q, last.m, last.V, last.theta),
-                             order=order, seeds=seeds, max_order=order, start_rule=False)
-        d = defining_overlap(branch, fp)
-        ok = fp.converged and d >= floor and d >= collapse * defining_overlap(branch, last)
-        return ok, fp
+        return pooled_point(params, alpha, branch, last, seeds, order, collapse)
 
     def result(alpha, kind, bracket, overlap, converged):
         if not converged:

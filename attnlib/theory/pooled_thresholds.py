@@ -31,9 +31,9 @@ import numpy as np
 
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams
-from .chord import CHORD_ORDER, solve_chord
-from .continuation import VANISH_FLOOR, BranchTrace, defining_overlap
-from .state_evolution import Overlaps
+from .chord import CHORD_ORDER
+from .continuation import BranchTrace
+from .pooled_end import pooled_point
 
 __all__ = ["PooledThreshold", "pooled_root", "pooled_thresholds", "phase_thresholds", "THRESHOLD_XTOL",
            "THRESHOLD_MAX_EVALS"]
@@ -83,14 +83,7 @@ class PooledThreshold:
 def _fixed_point(params, alpha, branch, trace: BranchTrace, seeds, order):
     """The pooled fixed point of ``branch`` at ``alpha`` from the trace's nearest point, and whether the branch
     is found there (converged, defining overlap above the floor and at least half of the trace's)."""
-    start = trace.start_near(alpha)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        fp = solve_chord(params, alpha, branch, start=Overlaps(start.q, start.m, start.V, start.theta), order=order,
-                         seeds=seeds, max_order=order, start_rule=False)
-    d, d_trace = defining_overlap(branch, fp), defining_overlap(branch, start)
-    found = fp.converged and d >= VANISH_FLOOR * params.rho and d >= THRESHOLD_COLLAPSE * d_trace
-    return found, fp
+    return pooled_point(params, alpha, branch, trace.start_near(alpha), seeds, order, THRESHOLD_COLLAPSE)
 
 
 def pooled_root(params: TaskParams, name: str, start: float, slope: float, value, interval: tuple,
@@ -235,19 +228,21 @@ def pooled_thresholds(params: TaskParams, sem: BranchTrace, pos: BranchTrace, al
         record("alpha_l", None, "the continuation has no alpha_l")
         return out
     a_c = res_c.alpha if res_c is not None and res_c.converged else math.nan
-    cont_ac = alpha_c if math.isfinite(alpha_c) else math.nan
-    if math.isfinite(cont_ac) and alpha_l <= cont_ac * (1 + 1e-9):
+
+    def at_alpha_c():   # alpha_l is the pooled alpha_c (the jump there takes the error below eps_lin)
+        out.update({"alpha_l": a_c, "alpha_l_err": out["alpha_c_err"], "alpha_l_evals": 1, "reason_alpha_l": ""})
+        return out
+
+    if math.isfinite(alpha_c) and alpha_l <= alpha_c * (1 + 1e-9):
         # the continuation's alpha_l is its alpha_c: the jump already takes the error below eps_lin
         if math.isfinite(a_c):
             ok, s = point(a_c, "semantic")
             if ok and s.test_error < eps_lin:
-                out.update({"alpha_l": a_c, "alpha_l_err": out["alpha_c_err"], "alpha_l_evals": 1,
-                            "reason_alpha_l": ""})
-                return out
+                return at_alpha_c()
         record("alpha_l", None, "alpha_l = alpha_c under the continuation, and the pooled alpha_c is missing or "
                                 "its semantic test error is above eps_lin")
         return out
-    branch = "semantic" if not math.isfinite(cont_ac) or alpha_l > cont_ac else "positional"
+    branch = "semantic" if not math.isfinite(alpha_c) or alpha_l > alpha_c else "positional"
     tr, other = (sem, pos) if branch == "semantic" else (pos, sem)
     if tr is None:
         record("alpha_l", None, f"the {branch} branch is not traced")
@@ -260,9 +255,7 @@ def pooled_thresholds(params: TaskParams, sem: BranchTrace, pos: BranchTrace, al
     if branch == "semantic" and math.isfinite(a_c) and alpha_l < a_c * math.exp(0.02):
         at_c = excess(a_c)   # close above alpha_c: the jump may already take the error below eps_lin
         if at_c is not None and at_c[0] < 0:
-            out.update({"alpha_l": a_c, "alpha_l_err": out["alpha_c_err"], "alpha_l_evals": 1,
-                        "reason_alpha_l": ""})
-            return out
+            return at_alpha_c()
 
     slope = _gap_slope(tr, other, alpha_l, "test_error", eps_lin=eps_lin)
     if branch == "semantic":
