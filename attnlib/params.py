@@ -72,20 +72,21 @@ def check_alpha(alpha) -> float:
     return check_positive("alpha", alpha)
 
 
-def _check_matrix(A) -> tuple[tuple[float, float], tuple[float, float]]:
+def _check_matrix(A) -> tuple:
     try:
         arr = np.asarray(A, dtype=float)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"A must be a 2x2 row-stochastic matrix, got {A!r}") from exc
-    if arr.shape != (2, 2):
-        raise ValueError(f"A must be a 2x2 row-stochastic matrix (shape (2, 2)), got shape {arr.shape}")
+        raise ValueError(f"A must be an L x L row-stochastic matrix (L >= 2), got {A!r}") from exc
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] < 2:
+        raise ValueError(f"A must be an L x L row-stochastic matrix with L >= 2 (shape (L, L)), got shape "
+                         f"{arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"A must have finite entries (no NaN or inf), got {arr.tolist()}")
     if np.any(arr < 0):
         raise ValueError(f"A must have entries in [0, 1], got {arr.tolist()}")
     if not np.allclose(arr.sum(axis=1), 1.0, rtol=0, atol=1e-12):
         raise ValueError(f"A must have rows summing to 1 (row-stochastic), got row sums {arr.sum(axis=1).tolist()}")
-    return (tuple(float(v) for v in arr[0]), tuple(float(v) for v in arr[1]))
+    return tuple(tuple(float(v) for v in row) for row in arr)
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,12 @@ class TaskParams:
     omega : float
         Weight of the positional part of the teacher, ``T = (1-omega) softmax(h* h*^T) + omega A``;
         must lie in ``[0, 1]``.
-    A : 2x2 nested tuple
-        Row-stochastic positional attention matrix of the teacher (default :data:`STANDARD_A`).
+    A : L x L nested tuple
+        Row-stochastic positional attention matrix of the teacher (default :data:`STANDARD_A`); its size is the
+        sequence length ``L >= 2``. The paper's solved case, and most of the library, is ``L = 2``; functions
+        written for it raise ``ValueError`` naming ``L`` otherwise (:meth:`require_two_tokens`), and
+        :func:`attnlib.solve_state_evolution` dispatches ``L > 2`` to the general engine
+        (``attnlib.theory.general_state_evolution``).
 
     Notes
     -----
@@ -135,21 +140,38 @@ class TaskParams:
 
     @property
     def A_array(self) -> np.ndarray:
-        """``A`` as a float array of shape (2, 2)."""
+        """``A`` as a float array of shape (L, L)."""
         return np.array(self.A, dtype=float)
+
+    @property
+    def L(self) -> int:
+        """Sequence length: the size of ``A``."""
+        return len(self.A)
+
+    def require_two_tokens(self, what: str) -> None:
+        """Raise ``ValueError`` naming ``L`` unless ``L = 2`` (``what``: the function that needs it)."""
+        if self.L != 2:
+            raise ValueError(f"{what} is written for L = 2 tokens (A of shape (2, 2)); got L = {self.L}. For "
+                             f"L > 2 use attnlib.solve_state_evolution (the general engine) or "
+                             f"attnlib.theory.general_state_evolution")
 
     @property
     def swap_symmetric(self) -> bool:
         """True when ``A_11 == A_22`` -- the task is symmetric under swapping the two tokens, an extra symmetry
         of the state-evolution integrands (``m = 0`` and ``theta = 0`` are preserved for every ``A``, book
         :ref:`sec-branches`)."""
-        return self.A[0][0] == self.A[1][1]
+        return self.L == 2 and self.A[0][0] == self.A[1][1]
 
     def with_(self, **changes) -> "TaskParams":
         """A copy with some fields replaced (validated again)."""
         return replace(self, **changes)
 
     def as_dict(self) -> dict:
-        """Plain dict (for tidy tables and cache keys)."""
-        return {"sigma": self.sigma, "lam": self.lam, "omega": self.omega,
-                "A11": self.A[0][0], "A12": self.A[0][1], "A21": self.A[1][0], "A22": self.A[1][1]}
+        """Plain dict (for tidy tables): ``sigma, lam, omega`` and the entries ``A11, A12, ...`` (1-based), with
+        ``L`` when ``L > 2``."""
+        row = {"sigma": self.sigma, "lam": self.lam, "omega": self.omega}
+        if self.L > 2:
+            row["L"] = self.L
+        sep = "_" if self.L > 9 else ""
+        row.update({f"A{l + 1}{sep}{k + 1}": v for l, a in enumerate(self.A) for k, v in enumerate(a)})
+        return row

@@ -16,9 +16,10 @@ def test_positional_encodings_l2_and_general():
     E = positional_encodings(d, 2)
     assert np.allclose(E[0], 1 / math.sqrt(d)) and np.allclose(E[1], -1 / math.sqrt(d))
     E4 = positional_encodings(d, 4)
-    assert np.allclose(np.linalg.norm(E4, axis=1), 1.0)
-    # tokens 3, 4 are orthogonal to 1_d and to each other when 2^k divides d
-    assert abs(E4[2] @ E4[0]) < 1e-12 and abs(E4[3] @ E4[0]) < 1e-12 and abs(E4[2] @ E4[3]) < 1e-12
+    # L > 2: the vertices of the regular simplex (unit norm, p_l . p_k = -1/(L-1), summing to zero)
+    assert np.allclose(E4 @ E4.T, (4 / 3) * (np.eye(4) - 0.25)) and np.allclose(E4.sum(axis=0), 0.0)
+    with pytest.raises(ValueError, match="d must be >= L"):
+        positional_encodings(3, 4)
 
 
 def test_samples_follow_the_model():

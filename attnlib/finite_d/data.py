@@ -69,13 +69,22 @@ def check_A(A, L: int) -> np.ndarray:
     return arr
 
 
+def _resolve_L(params: TaskParams, L, A) -> int:
+    """The sequence length: ``L`` if given, else the size of ``A`` if given, else ``params.L``."""
+    if L is not None:
+        return check_int("L", L, 2)
+    if A is not None and np.ndim(A) == 2:
+        return int(np.shape(A)[0])
+    return params.L  # (a malformed A is refused by check_A)
+
+
 def _resolve_A(params: TaskParams, L: int, A) -> np.ndarray:
-    """The teacher's positional matrix: ``A`` if given (validated), else ``params.A`` (only for ``L = 2``)."""
+    """The teacher's positional matrix: ``A`` if given (validated), else ``params.A`` (which must be ``L x L``)."""
     if A is not None:
         return check_A(A, L)
-    if L != 2:
-        raise ValueError(f"A must be given (an {L}x{L} row-stochastic array) when L = {L} != 2; "
-                         "TaskParams only holds a 2x2 A")
+    if L != params.L:
+        raise ValueError(f"A must be given (an {L}x{L} row-stochastic array) when L = {L} differs from the size "
+                         f"of params.A (L = {params.L})")
     return params.A_array
 
 
@@ -90,23 +99,26 @@ def seed_streams(seed) -> dict[str, np.random.Generator]:
 
 
 def positional_encodings(d: int, L: int = 2) -> np.ndarray:
-    """Positional encodings ``P`` in R^{L x d}, each row of unit norm.
+    """Positional encodings ``P`` in R^{L x d}, each row of unit norm, with the Gram matrix of the regular simplex
+    (``p_l . p_k = -1/(L-1)``, ``sum_l p_l = 0``; book :eq:`eq-general-fields`).
 
-    ``p_1 = +1_d/sqrt(d)`` and ``p_2 = -1_d/sqrt(d)`` (book :eq:`eq-tokens`). For ``L > 2`` (outside the theory)
-    token ``l >= 3`` gets the square wave ``p_{l,i} = (-1)^floor(i 2^k / d) / sqrt(d)``, ``k = l - 2``,
-    ``i = 0..d-1`` (Rademacher functions): deterministic, of unit norm and orthogonal to ``1_d`` (and to
-    each other) whenever ``2^k`` divides ``d``.
+    ``L = 2``: ``p_1 = +1_d/sqrt(d)`` and ``p_2 = -1_d/sqrt(d)`` (book :eq:`eq-tokens`). ``L > 2``:
+    ``p_l = sqrt(L/(L-1)) (e_l - mean_k e_k)`` with ``e_l`` the normalised indicator of the ``l``-th of ``L``
+    contiguous blocks of coordinates (sizes differing by at most one; ``d >= L``). Only the Gram matrix enters the
+    theory (the token contents are isotropic).
     """
     d = check_int("d", d, 1)
     L = check_int("L", L, 2)
-    P = np.empty((L, d))
-    P[0] = 1.0
-    P[1] = -1.0
-    i = np.arange(d)
-    for l in range(2, L):
-        k = l - 1
-        P[l] = np.where((i * 2**k // d) % 2 == 0, 1.0, -1.0)
-    return P / math.sqrt(d)
+    if L == 2:
+        P = np.empty((2, d))
+        P[0], P[1] = 1.0, -1.0
+        return P / math.sqrt(d)
+    if d < L:
+        raise ValueError(f"d must be >= L = {L} for the simplex encodings, got d = {d}")
+    E = np.zeros((L, d))
+    for l, block in enumerate(np.array_split(np.arange(d), L)):
+        E[l, block] = 1.0 / math.sqrt(len(block))
+    return math.sqrt(L / (L - 1.0)) * (E - E.mean(axis=0))
 
 
 def softmax_rows(scores: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -192,7 +204,7 @@ class Samples:
         return np.matmul(self.T, self.W)
 
 
-def make_teacher(params: TaskParams, d: int, rng: np.random.Generator, L: int = 2, A=None,
+def make_teacher(params: TaskParams, d: int, rng: np.random.Generator, L: int | None = None, A=None,
                  normalize_teacher: bool = False) -> Teacher:
     """Draw ``Q*`` from ``rng`` and bundle it with the encodings and the (validated) matrix ``A``.
 
@@ -205,7 +217,7 @@ def make_teacher(params: TaskParams, d: int, rng: np.random.Generator, L: int = 
     if not isinstance(params, TaskParams):
         raise ValueError(f"params must be a TaskParams, got {type(params).__name__}")
     d = check_int("d", d, 1)
-    L = check_int("L", L, 2)
+    L = _resolve_L(params, L, A)
     A_arr = _resolve_A(params, L, A)
     Q_star = draw_teacher(d, rng)
     if normalize_teacher:
@@ -241,7 +253,7 @@ def iter_sample_chunks(teacher: Teacher, n: int, rng: np.random.Generator,
         done += size
 
 
-def make_task(params: TaskParams, d: int, n: int, seed: int = 0, L: int = 2, A=None,
+def make_task(params: TaskParams, d: int, n: int, seed: int = 0, L: int | None = None, A=None,
               normalize_teacher: bool = False) -> tuple[Teacher, Samples]:
     """Teacher and training set for ``(params, d, n, seed, L)``: the data of book chapter 2.
 
@@ -255,10 +267,11 @@ def make_task(params: TaskParams, d: int, n: int, seed: int = 0, L: int = 2, A=N
         Dimension and number of samples (both ``>= 1``).
     seed : int
         Non-negative seed.
-    L : int
-        Sequence length (``>= 2``; the theory is ``L = 2``).
+    L : int, optional
+        Sequence length (``>= 2``); default the size of ``A`` if given, else of ``params.A``.
     A : array_like, optional
-        Row-stochastic ``L x L`` positional matrix overriding ``params.A`` (required when ``L > 2``).
+        Row-stochastic ``L x L`` positional matrix overriding ``params.A`` (required when ``L`` differs from
+        the size of ``params.A``).
     normalize_teacher : bool
         Rescale ``Q*`` to ``||Q*||^2 = d`` (see ``make_teacher``).
     """

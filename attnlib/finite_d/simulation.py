@@ -57,10 +57,11 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from .data import (Samples, Teacher, iter_sample_chunks, make_teacher, draw_samples, seed_streams,
+from .data import (Samples, Teacher, _resolve_L, iter_sample_chunks, make_teacher, draw_samples, seed_streams,
                    softmax_rows)
 from ..exceptions import ConvergenceWarning
 from ..theory.attention import output_loss, teacher_diagonal
+from ..theory.general_state_evolution import principal_position_direction
 from ..theory.generalisation import teacher_student_fields, test_error_from_overlaps
 from ..theory.quadrature import Quadrature
 from ..params import TaskParams, check_alpha, check_int, check_finite_scalar, check_positive
@@ -388,7 +389,9 @@ def initial_Q(start, teacher: Teacher, rank: int = 1, rng: np.random.Generator |
               init_scale: float = 0.1) -> np.ndarray:
     """Starting point ``Q0`` of shape (d, rank).
 
-    ``"semantic"``: ``Q = Q*``; ``"positional"``: ``Q = 1_d/sqrt(d)``; ``"random"``: i.i.d.
+    ``"semantic"``: ``Q = Q*``; ``"positional"``: ``Q = 1_d/sqrt(d)`` (``L = 2``; for ``L > 2``,
+    ``Q = P^T u`` with ``u`` the principal positional direction of ``A``,
+    :func:`attnlib.theory.general_state_evolution.principal_position_direction`); ``"random"``: i.i.d.
     ``N(0, init_scale^2)`` entries; an array: used as given (shape (d,) or (d, rank), finite). For
     ``rank > 1`` and a named start the first column is the named vector and the other columns are small
     random ``N(0, init_scale^2)`` entries (a column started at exactly zero would stay zero, its gradient
@@ -405,8 +408,10 @@ def initial_Q(start, teacher: Teacher, rank: int = 1, rng: np.random.Generator |
         Q = init_scale * rng.standard_normal((d, rank))
         if start == "semantic":
             Q[:, 0] = teacher.Q_star
-        elif start == "positional":
+        elif start == "positional" and teacher.L == 2:
             Q[:, 0] = 1.0 / math.sqrt(d)
+        elif start == "positional":  # L > 2: along the encodings' principal direction of A (M proportional to G u)
+            Q[:, 0] = teacher.P.T @ principal_position_direction(teacher.A)
         return Q
     return _as_Q(start, d, rank, name="start (Q)")
 
@@ -415,12 +420,15 @@ def overlaps(Q: np.ndarray, teacher: Teacher) -> dict[str, np.ndarray]:
     """Per-column overlaps of ``Q`` (d, r) with the task (book :eq:`eq-overlaps`).
 
     Returns arrays of length r: ``m = (1_d . Q)/d``, ``theta = sigma^2 (Q . Q*)/d`` and
-    ``q = sigma^2 ||Q||^2/d``.
+    ``q = sigma^2 ||Q||^2/d``; and the positional overlaps ``M = P Q/sqrt d`` (L, r) and the full
+    ``q_matrix = sigma^2 Q^T Q/d`` (r, r) of the general theory (book :ref:`sec-general-L`; at ``L = 2``,
+    ``M = (m, -m)``).
     """
     Q = _as_Q(Q, teacher.d)
     d, s2 = teacher.d, teacher.params.sigma**2
     return {"q": s2 * np.einsum("ij,ij->j", Q, Q) / d, "m": Q.sum(axis=0) / d,
-            "theta": s2 * (teacher.Q_star @ Q) / d}
+            "theta": s2 * (teacher.Q_star @ Q) / d, "M": teacher.P @ Q / math.sqrt(d),
+            "q_matrix": s2 * Q.T @ Q / d}
 
 
 def fit_linear_baseline(samples: Samples, lam_lin: float = 1e-4) -> np.ndarray:
@@ -593,7 +601,7 @@ class ERMResult:
 
 
 def simulate_erm(params: TaskParams, d: int, alpha: float, start="semantic", seed: int = 0,
-                 method: str = "gd", lr: float = 0.15, steps: int = 5000, rank: int = 1, L: int = 2,
+                 method: str = "gd", lr: float = 0.15, steps: int = 5000, rank: int = 1, L: int | None = None,
                  A=None, n_test: int = DEFAULT_N_TEST, lam_lin: float = 1e-4, init_scale: float = 0.1,
                  grad_tol: float | None = None, lbfgs_maxiter: int = 20000, test_chunk: int = 2048,
                  normalize_teacher: bool = False, keep_Q: bool = True, warn: bool = True) -> ERMResult:
@@ -618,8 +626,8 @@ def simulate_erm(params: TaskParams, d: int, alpha: float, start="semantic", see
         tolerances (``lr``, ``steps`` unused).
     rank : int
         Columns ``r`` of ``Q`` (theory: 1).
-    L : int
-        Sequence length (theory: 2); for ``L > 2`` give ``A``.
+    L : int, optional
+        Sequence length; default the size of ``A`` if given, else of ``params.A``.
     A : array_like, optional
         Row-stochastic ``L x L`` matrix overriding ``params.A``.
     n_test : int
@@ -653,7 +661,7 @@ def simulate_erm(params: TaskParams, d: int, alpha: float, start="semantic", see
     d = check_int("d", d, 1)
     alpha = check_alpha(alpha)
     n = n_samples(alpha, d)
-    L = check_int("L", L, 2)
+    L = _resolve_L(params, L, A)
     rank = check_int("rank", rank, 1)
     seed = check_int("seed", seed, 0)
     if method not in METHODS:

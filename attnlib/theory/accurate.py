@@ -176,6 +176,7 @@ def solve_accurately(params: TaskParams, alpha: float, branch: str = "semantic",
     the positional branch the fixed points of three scramblings of ``2**17`` points have a standard
     deviation of 0.6 % in ``m``, and the rule is raised to ``2**19`` points.
     """
+    params.require_two_tokens("solve_accurately")
     alpha, seeds, order, max_order, rtol = check_rule_arguments(alpha, branch, seeds, order, max_order, rtol)
     if base is not None and not isinstance(base, SESolver):
         raise ValueError(f"base must be an SESolver, got {type(base).__name__}")

@@ -30,6 +30,7 @@ def attention_diagonal(h: np.ndarray) -> np.ndarray:
 
 def teacher_diagonal(h_star: np.ndarray, params: TaskParams) -> np.ndarray:
     """Diagonal ``(T_11, T_22)`` of the teacher ``T = (1-omega) softmax_row(h* h*^T) + omega A``."""
+    params.require_two_tokens("teacher_diagonal")
     A = params.A_array
     return (1.0 - params.omega) * attention_diagonal(h_star) + params.omega * np.array([A[0, 0], A[1, 1]])
 

@@ -182,6 +182,7 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         ``converged`` is False (with a :class:`~attnlib.exceptions.ConvergenceWarning`) when the chord did not
         reach ``tol``; ``precise`` is False (with a warning) when ``rtol`` was missed at ``max_order``.
     """
+    params.require_two_tokens("solve_chord")
     return _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring,
                   noise_fraction, start_rule)[0]
 

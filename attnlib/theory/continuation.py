@@ -885,6 +885,7 @@ def trace_branch(params: TaskParams, branch: str, alpha0: float, alpha_range: tu
     above the floor (``VANISH_FLOOR * rho``), else ``ValueError`` (the branch does not exist at ``alpha0``:
     start where it is unambiguous).
     """
+    params.require_two_tokens("trace_branch")
     t0 = time.perf_counter()
     settings = settings or Continuation()
     alpha0 = check_alpha(alpha0)

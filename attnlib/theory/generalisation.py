@@ -13,7 +13,7 @@ import numpy as np
 from scipy.special import expit
 
 from .attention import output_loss, teacher_diagonal
-from ..params import TaskParams, check_finite_scalar
+from ..params import TaskParams, check_finite_scalar, check_int
 from .quadrature import Quadrature
 
 __all__ = ["teacher_student_fields", "test_error_from_overlaps", "linear_baseline_error", "mean_teacher_diagonal",
@@ -67,22 +67,37 @@ def test_error_from_overlaps(params: TaskParams, q: float, m: float, theta: floa
     ValueError
         If an overlap is not finite, ``q < 0`` or ``theta^2 > rho q``.
     """
+    params.require_two_tokens("test_error_from_overlaps")
     q, m, theta = _check_overlaps(params, q, m, theta)
     x, w = quadrature.points(4)
     h, h_star = teacher_student_fields(params, q, m, theta, x[:, :2], x[:, 2:])
     return float(w @ output_loss(h, teacher_diagonal(h_star, params), params.sigma))
 
 
-def linear_baseline_error(params: TaskParams, order: int = 80) -> float:
-    """Test error ``eps_lin`` of the linear positional baseline (book :eq:`eq-linear-error`), in closed form.
+def linear_baseline_error(params: TaskParams, order: int | None = None) -> float:
+    """Test error ``eps_lin`` of the linear positional baseline (book :eq:`eq-linear-error`), for any ``L``.
 
     For any ``alpha = Theta(1)`` the ridge estimate ``B_hat`` tends to ``E[T]``, hence
-    ``eps_lin = (sigma^2/2) E ||T - E T||_F^2 = 2 sigma^2 (1-omega)^2 Var[sigmoid(u_1 (u_1 - u_2))]`` with
-    ``u ~ N(0, sigma^2 I_2)``. The variance is a smooth two-dimensional Gaussian integral, computed with a
-    tensor Gauss-Hermite rule of ``order`` points per dimension.
+    ``eps_lin = (sigma^2/2) E ||T - E T||_F^2 = (sigma^2/2)(1-omega)^2 sum_{l,k} Var[softmax_row(u u^T)_{lk}]``
+    with ``u ~ N(0, sigma^2 I_L)`` (book :eq:`eq-general-linear`), independent of ``A``. At ``L = 2`` the four
+    variances are equal: ``2 sigma^2 (1-omega)^2 Var[sigmoid(u_1 (u_1 - u_2))]``, a smooth two-dimensional
+    integral (tensor Gauss-Hermite, ``order`` points per dimension, default 80). For ``L > 2`` the
+    ``L``-dimensional integral is taken by a tensor Gauss-Hermite rule of ``order`` points per dimension
+    (default: about ``4e5`` points in all, at least 8 per dimension; 48 at ``L = 3``, 25 at ``L = 4``).
     """
-    _, var = _semantic_diagonal_moments(params.sigma, order)
-    return float(2.0 * params.sigma**2 * (1.0 - params.omega) ** 2 * var)
+    if params.L == 2:
+        _, var = _semantic_diagonal_moments(params.sigma, 80 if order is None else order)
+        return float(2.0 * params.sigma**2 * (1.0 - params.omega) ** 2 * var)
+    L = params.L
+    order = max(8, int(round(4e5 ** (1.0 / L)))) if order is None else check_int("order", order, 2)
+    x, w = Quadrature("gauss-hermite", order).points(L)
+    u = params.sigma * x
+    z = u[:, :, None] * u[:, None, :]
+    S = np.exp(z - z.max(axis=-1, keepdims=True))
+    S /= S.sum(axis=-1, keepdims=True)
+    mean = np.einsum("n,nlk->lk", w, S)
+    var = np.einsum("n,nlk->lk", w, (S - mean) ** 2)
+    return float(0.5 * params.sigma**2 * (1.0 - params.omega) ** 2 * var.sum())
 
 
 def _semantic_diagonal_moments(sigma: float, order: int) -> tuple[float, float]:
@@ -106,6 +121,7 @@ def mean_teacher_diagonal(params: TaskParams, order: int = 80) -> np.ndarray:
     exceeds ``1/2`` (a positional solution ``m > 0``), and at ``m = 0`` otherwise: see
     :func:`positional_gain_possible`.
     """
+    params.require_two_tokens("mean_teacher_diagonal")
     s_bar, _ = _semantic_diagonal_moments(params.sigma, order)
     A = params.A_array
     return (1.0 - params.omega) * s_bar + params.omega * np.array([A[0, 0], A[1, 1]])

@@ -44,7 +44,7 @@ from scipy.special import expit
 from .attention import teacher_diagonal
 from ..exceptions import ConvergenceWarning
 from .generalisation import POSITION_SIGNS, test_error_from_overlaps
-from ..params import TaskParams, check_alpha, check_finite_scalar
+from ..params import TaskParams, check_alpha, check_finite_scalar, check_int
 from .proximal import PROX_BACKENDS, PROX_MODES, minimise_locally, solve_prox
 from .quadrature import Quadrature
 
@@ -337,6 +337,7 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
     -------
     Conjugates, float, tuple (h, near_jump) to pass as ``warm`` to the next call
     """
+    params.require_two_tokens("conjugates_and_energy")
     rho = params.rho
     xi, eta = nodes[:, :2], nodes[:, 2:]
     sq = np.sqrt(x.q)
@@ -411,7 +412,7 @@ def _residual(x: np.ndarray, fx: np.ndarray) -> float:
 def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "semantic",
                           start: Overlaps | None = None, solver: SESolver | None = None,
                           record_history: bool = False, fix_m: float | None = None,
-                          fix_theta: float | None = None) -> SEResult:
+                          fix_theta: float | None = None, rank: int = 1):
     """The fixed point of the state evolution of book chapter 4 on a branch.
 
     By default (``solver=None``) the answer is the library's accurate one: the fixed point under four pooled
@@ -441,6 +442,12 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     fix_m, fix_theta : float, optional
         Pin an overlap at a given value (a constrained minimisation; see ``conjugates_and_energy``).
         Used to measure the curvature of the training loss across a branch (``attnlib.theory.sweeps``).
+    rank : int
+        Student rank ``r``. For ``r > 1``, for ``L > 2`` tokens (a larger ``params.A``), or with a
+        ``GeneralSolver`` as ``solver``, the call goes to the general engine
+        (:func:`attnlib.solve_general`, book :ref:`sec-general-L`) and returns its
+        ``GeneralResult`` (``start`` then a ``GeneralOverlaps``); ``fix_m``, ``fix_theta`` and ``record_history``
+        are for the ``L = 2``, rank-1 solver only (``ValueError`` otherwise).
 
     Returns
     -------
@@ -453,6 +460,17 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         the positional one, and ``theta >= 0`` on the free one (unless an overlap is pinned with ``fix_m`` /
         ``fix_theta``).
     """
+    from .general_state_evolution import GeneralSolver, solve_general  # the general engine builds on this module
+
+    rank = check_int("rank", rank, 1)
+    if rank != 1 or params.L != 2 or isinstance(solver, GeneralSolver):
+        if fix_m is not None or fix_theta is not None or record_history:
+            raise ValueError(f"fix_m, fix_theta and record_history need L = 2 and rank = 1 (got L = {params.L}, "
+                             f"rank = {rank})")
+        if solver is not None and not isinstance(solver, GeneralSolver):
+            raise ValueError(f"solver must be a GeneralSolver (or None) for L = {params.L}, rank = {rank}, got "
+                             f"{type(solver).__name__}")
+        return solve_general(params, alpha, branch, rank=rank, start=start, solver=solver)
     t0 = time.perf_counter()
     alpha = check_alpha(alpha)
     pinned = fix_m is not None or fix_theta is not None

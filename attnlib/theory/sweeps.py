@@ -224,6 +224,7 @@ def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
         the default rule, the standard errors ``q_err, m_err, V_err, theta_err, test_error_err,
         train_loss_err``.
     """
+    params.require_two_tokens("alpha_sweep")
     if solver is not None and not isinstance(solver, SESolver):
         raise ValueError(f"solver must be an SESolver or None, got {type(solver).__name__}")
     grid = np.sort(_check_grid(alphas))
@@ -355,6 +356,7 @@ def branch_trace(params: TaskParams, branch: str, alpha_range=DEFAULT_RANGE, sol
     (``_positional_starts``; up to ``_POSITIONAL_TRIES`` starts, the trace that covers the widest
     range of ``alpha`` is kept). Returns None if the branch is not found.
     """
+    params.require_two_tokens("branch_trace")
     if branch not in ("semantic", "positional"):
         raise ValueError(f"branch must be 'semantic' or 'positional', got {branch!r}")
     settings = continuation_settings(solver)
@@ -467,6 +469,7 @@ def critical_alpha(params: TaskParams, solver=None, alphas=None, xtol: float = 1
         With the reason: a branch does not exist in the range, the branches do not coexist, or the gap does
         not change sign where they do.
     """
+    params.require_two_tokens("critical_alpha")
     settings = continuation_settings(solver)
     lo, hi = _range(alpha_range, alphas)
 
@@ -528,6 +531,7 @@ def linear_crossing_alpha(params: TaskParams, solver=None, alphas=None, xtol: fl
     ThresholdNotFound
         If the global minimum's test error stays above ``eps_lin`` on the range.
     """
+    params.require_two_tokens("linear_crossing_alpha")
     settings = continuation_settings(solver)
     lo, hi = _range(alpha_range, alphas)
 
@@ -592,6 +596,7 @@ def branch_ends(params: TaskParams, solver=None, alpha_range=DEFAULT_RANGE, use_
     """Where each branch ends and how (``attnlib.theory.continuation.END_KINDS``; traced over ``alpha_range``
     widened to ``DEFAULT_RANGE``): one row per (branch, side) with ``kind``, ``alpha`` and the defining
     overlap at the last point of the branch."""
+    params.require_two_tokens("branch_ends")
     settings = continuation_settings(solver)
     rng = _trace_range(*_range(alpha_range, None))
     rows = []
@@ -679,6 +684,7 @@ def phase_diagram(params: TaskParams, omegas, solver=None, alpha_range=DEFAULT_R
     Points run in parallel through
     ``attnlib.parallel.run_jobs`` (``n_jobs``).
     """
+    params.require_two_tokens("phase_diagram")
     settings = continuation_settings(solver)
     if isinstance(scramblings, bool) or not isinstance(scramblings, (int, np.integer)) or scramblings < 1:
         raise ValueError(f"scramblings must be an integer >= 1, got {scramblings!r}")
