@@ -99,8 +99,9 @@ def seed_streams(seed) -> dict[str, np.random.Generator]:
 
 
 def positional_encodings(d: int, L: int = 2) -> np.ndarray:
-    """Positional encodings ``P`` in R^{L x d}, each row of unit norm, with the Gram matrix of the regular simplex
-    (``p_l . p_k = -1/(L-1)``, ``sum_l p_l = 0``; book :eq:`eq-general-fields`).
+    """Positional encodings ``P`` in R^{L x d}: unit rows with the Gram matrix of the regular simplex.
+
+    Distinct rows have ``p_l @ p_k = -1/(L-1)`` and ``sum_l p_l = 0`` (book :eq:`eq-general-fields`).
 
     ``L = 2``: ``p_1 = +1_d/sqrt(d)`` and ``p_2 = -1_d/sqrt(d)`` (book :eq:`eq-tokens`). ``L > 2``:
     ``p_l = sqrt(L/(L-1)) (e_l - mean_k e_k)`` with ``e_l`` the normalised indicator of the ``l``-th of ``L``
