@@ -17,7 +17,8 @@ import numpy as np
 from attnlib import GeneralSolver, TaskParams, solve_state_evolution
 from attnlib.exceptions import ConvergenceWarning
 from attnlib.theory import general_state_evolution as gse
-from attnlib.theory.general_prox import prox_global, softmax_rows
+from attnlib.theory.attention import softmax_rows, teacher_attention
+from attnlib.theory.general_prox import prox_global
 
 
 def timed(fn, repeat=1):
@@ -60,7 +61,7 @@ def main(quick: bool):
     p = p3.with_(omega=0.0)
     xi, eta, _ = gse.general_nodes(3, 1, 12, 3, (False, True))
     c, hs, _, _ = gse._fields(p, x, xi, eta)
-    T = gse._teacher(hs, p)
+    T = teacher_attention(hs, p.omega, p.A_array)
     small, t_small = timed(lambda: prox_global(c, T, x.V, p.sigma))
     big, t_big = timed(lambda: prox_global(c, T, x.V, p.sigma, radii=(0.35, 0.75), diagonals=True))
     print(f"proximal search, {len(c)} nodes at L = 3 (V = 40, {100 * big.multi_fraction:.0f} % with two minima): "

@@ -39,6 +39,7 @@ from attnlib.exceptions import ConvergenceWarning
 from attnlib.finite_d.simulation import simulate_erm
 from attnlib.parallel import run_jobs
 from attnlib.params import TaskParams
+from attnlib.theory.attention import softmax_rows
 from attnlib.theory.general_state_evolution import GeneralSolver, solve_general
 from attnlib.theory.general_thresholds import general_threshold
 from attnlib.theory.generalisation import linear_baseline_error
@@ -60,9 +61,7 @@ CITATION = "cui2024phase"
 
 def three_token_params() -> TaskParams:
     a = np.array(A_VECTOR)
-    z = np.outer(a, a)
-    A = np.exp(z - z.max(axis=1, keepdims=True))
-    A /= A.sum(axis=1, keepdims=True)
+    A = softmax_rows(np.outer(a, a))
     return TaskParams(sigma=SIGMA, lam=LAM, omega=OMEGA, A=tuple(map(tuple, A.tolist())))
 
 

@@ -14,7 +14,8 @@ from attnlib import (GeneralOverlaps, GeneralResult, GeneralSolver, TaskParams, 
                      positional_encodings, simulate_erm, solve_state_evolution)
 from attnlib.exceptions import ConvergenceWarning
 from attnlib.theory import general_state_evolution as gse
-from attnlib.theory.general_prox import prox_global, softmax_rows, start_directions
+from attnlib.theory.attention import softmax_rows, teacher_attention
+from attnlib.theory.general_prox import prox_global, start_directions
 from attnlib.theory.quadrature import Quadrature
 from attnlib.theory.state_evolution import (Overlaps, SESolver, _free_energy, conjugates_and_energy,
                                             overlaps_from_conjugates, se_nodes)
@@ -108,7 +109,7 @@ def test_reduced_start_set_finds_the_global_minimum():
     p = P3.with_(omega=0.0)
     xi, eta, _ = gse.general_nodes(3, 1, 10, 3, (False, True))
     c, hs, _, _ = gse._fields(p, x, xi, eta)
-    T = gse._teacher(hs, p)
+    T = teacher_attention(hs, p.omega, p.A_array)
     small = prox_global(c, T, x.V, p.sigma)
     big = prox_global(c, T, x.V, p.sigma, radii=(0.35, 0.75), diagonals=True)
     assert big.multi_fraction > 0.05  # a hard state: many nodes have two local minima
@@ -128,7 +129,7 @@ def test_linear_baseline_any_L_matches_monte_carlo(L):
     est = []
     for _ in range(20):
         u = p.sigma * rng.standard_normal((20000, L))
-        T = (1 - p.omega) * softmax_rows(u[:, :, None] * u[:, None, :]) + p.omega * p.A_array
+        T = teacher_attention(u, p.omega, p.A_array)
         est.append(0.5 * p.sigma**2 * np.mean(np.sum((T - T.mean(0)) ** 2, axis=(-1, -2))) * 20000 / 19999)
     mc, se = np.mean(est), np.std(est, ddof=1) / math.sqrt(len(est))
     assert abs(value - mc) < 4 * se

@@ -23,6 +23,7 @@ from typing import Iterator
 import numpy as np
 
 from ..params import TaskParams, check_int
+from ..theory.attention import softmax_rows, teacher_attention  # re-exported: the data's attention maps
 
 __all__ = [
     "STREAM_NAMES",
@@ -120,22 +121,6 @@ def positional_encodings(d: int, L: int = 2) -> np.ndarray:
     for l, block in enumerate(np.array_split(np.arange(d), L)):
         E[l, block] = 1.0 / math.sqrt(len(block))
     return math.sqrt(L / (L - 1.0)) * (E - E.mean(axis=0))
-
-
-def softmax_rows(scores: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """Row-wise softmax over the last axis (max-shifted, so it never overflows)."""
-    z = np.subtract(scores, scores.max(axis=-1, keepdims=True), out=out)
-    np.exp(z, out=z)
-    z /= z.sum(axis=-1, keepdims=True)
-    return z
-
-
-def teacher_attention(h_star: np.ndarray, omega: float, A: np.ndarray) -> np.ndarray:
-    """Teacher attention ``T = (1-omega) softmax_row(h* h*^T) + omega A`` for ``h_star`` of shape (n, L)."""
-    T = softmax_rows(h_star[:, :, None] * h_star[:, None, :])
-    T *= 1.0 - omega
-    T += omega * A
-    return T
 
 
 def draw_teacher(d: int, rng: np.random.Generator) -> np.ndarray:

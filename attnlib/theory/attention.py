@@ -7,7 +7,9 @@ described by ``(S_11, S_22)`` and ``(T_11, T_22)``, with (book :eq:`eq-diagonal-
     S_11 = sigmoid(h_1 (h_1 - h_2)),   S_22 = sigmoid(h_2 (h_2 - h_1)),
     ||S - T||_F^2 = 2 (S_11 - T_11)^2 + 2 (S_22 - T_22)^2.
 
-All functions broadcast over leading axes; the last axis (length 2) indexes the token.
+All functions broadcast over leading axes; the last axis (length 2) indexes the token. The row softmax and the
+teacher's attention for any ``L`` (:func:`softmax_rows`, :func:`teacher_attention`) serve the general state
+evolution and the finite-d data alike.
 """
 from __future__ import annotations
 
@@ -17,7 +19,24 @@ from scipy.special import expit
 from ..params import TaskParams
 
 __all__ = ["attention_diagonal", "teacher_diagonal", "attention_matrix", "teacher_matrix",
-           "output_loss", "output_loss_derivatives"]
+           "output_loss", "output_loss_derivatives", "softmax_rows", "teacher_attention"]
+
+
+def softmax_rows(scores: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Row-wise softmax over the last axis (max-shifted, so it never overflows)."""
+    z = np.subtract(scores, scores.max(axis=-1, keepdims=True), out=out)
+    np.exp(z, out=z)
+    z /= z.sum(axis=-1, keepdims=True)
+    return z
+
+
+def teacher_attention(h_star: np.ndarray, omega: float, A: np.ndarray) -> np.ndarray:
+    """Teacher attention ``T = (1-omega) softmax_row(h* h*^T) + omega A`` for ``h_star`` of shape (n, L), any
+    ``L``."""
+    T = softmax_rows(h_star[:, :, None] * h_star[:, None, :])
+    T *= 1.0 - omega
+    T += omega * A
+    return T
 
 
 def attention_diagonal(h: np.ndarray) -> np.ndarray:

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["GeneralProx", "softmax_rows", "loss_and_derivatives", "prox_value", "newton_descent",
+from .attention import softmax_rows
+
+__all__ = ["GeneralProx", "sqrtm_spd", "loss_and_derivatives", "prox_value", "newton_descent",
            "start_directions", "prox_global", "prox_from_centre", "prox_warm"]
 
 #: Radii of the starts around ``c``, as fractions of the bound ``sqrt(2 l(c))`` on the distance to a minimiser.
@@ -31,13 +33,6 @@ __all__ = ["GeneralProx", "softmax_rows", "loss_and_derivatives", "prox_value", 
 START_RADII = (0.75,)
 #: Two local minima closer than this (largest entry) are the same minimum.
 SAME_MINIMUM = 1e-6
-
-
-def softmax_rows(a: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis (max-shifted)."""
-    z = a - a.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def _sw(x):
@@ -142,8 +137,12 @@ def start_directions(n: int, diagonals: bool = False) -> np.ndarray:
     return np.array(dirs)
 
 
-def _sqrtm(a):
+def sqrtm_spd(a: np.ndarray) -> np.ndarray:
+    """The symmetric square root of a symmetric positive-definite matrix; ``FloatingPointError`` if it is not
+    positive definite."""
     ev, U = np.linalg.eigh(a)
+    if ev.min() <= 0:
+        raise FloatingPointError(f"matrix not positive definite (eigenvalues {ev})")
     return (U * np.sqrt(ev)) @ U.T
 
 
@@ -181,7 +180,7 @@ def prox_global(c, T, V, sigma, radii=START_RADII, diagonals: bool = False, tol:
     and ``rad`` in ``radii``; the lowest minimum is kept and the runner-up recorded."""
     B, L, r = c.shape
     Vinv = np.linalg.inv(V)
-    Vh = _sqrtm(V)
+    Vh = sqrtm_spd(V)
     R = np.sqrt(2.0 * loss_and_derivatives(c, T, sigma, hess=False)[0])
     starts = [c, np.zeros_like(c)]
     for u in start_directions(L * r, diagonals):

@@ -44,7 +44,9 @@ from scipy.stats import qmc
 
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams, check_alpha, check_finite_scalar, check_int, check_seeds
-from .general_prox import GeneralProx, prox_from_centre, prox_global, prox_warm, softmax_rows
+from .attention import softmax_rows, teacher_attention
+from .general_prox import GeneralProx, prox_from_centre, prox_global, prox_warm, sqrtm_spd
+from .quadrature import scrambling_mean
 from .state_evolution import BRANCHES, _mix
 
 __all__ = ["GeneralOverlaps", "GeneralSolver", "GeneralResult", "MAX_L", "MAX_RANK", "simplex_gram",
@@ -63,13 +65,6 @@ def simplex_gram(L: int) -> np.ndarray:
     (``G = L/(L-1) (I - 1 1^T/L)``; ``G 1 = 0``)."""
     L = check_int("L", L, 2)
     return (L / (L - 1.0)) * (np.eye(L) - 1.0 / L)
-
-
-def _sqrtm(a):
-    ev, U = np.linalg.eigh(a)
-    if ev.min() <= 0:
-        raise FloatingPointError(f"matrix not positive definite (eigenvalues {ev})")
-    return (U * np.sqrt(ev)) @ U.T
 
 
 @dataclass(frozen=True)
@@ -356,12 +351,8 @@ def general_nodes(L: int, rank: int, order: int, seed: int, hold=(False, False))
     return pts[:, :L * rank].reshape(-1, L, rank), np.ascontiguousarray(pts[:, L * rank:]), w
 
 
-def _teacher(h_star, params: TaskParams) -> np.ndarray:
-    return (1.0 - params.omega) * softmax_rows(h_star[:, :, None] * h_star[:, None, :]) + params.omega * params.A_array
-
-
 def _fields(params: TaskParams, x: GeneralOverlaps, xi, eta):
-    qs = _sqrtm(x.q)
+    qs = sqrtm_spd(x.q)
     qis = np.linalg.inv(qs)
     w = qis @ x.theta
     b2 = params.rho - float(w @ w)
@@ -392,7 +383,7 @@ def general_channel(params: TaskParams, alpha: float, x: GeneralOverlaps, nodes,
     conjugates (``G_hat`` for ``M``, ``theta_hat`` for ``theta``)."""
     xi, eta, w = nodes
     c, h_star, qis, b = _fields(params, x, xi, eta)
-    T = _teacher(h_star, params)
+    T = teacher_attention(h_star, params.omega, params.A_array)
     if warm is None:
         prox = prox_global(c, T, x.V, params.sigma)
     elif warm == "centre":
@@ -447,7 +438,8 @@ def general_test_error(params: TaskParams, x: GeneralOverlaps, nodes) -> float:
     xi, eta, w = nodes
     c, h_star, _, _ = _fields(params, x, xi, eta)
     S = softmax_rows(c @ np.swapaxes(c, -1, -2))
-    return 0.5 * params.sigma ** 2 * float(w @ np.sum((S - _teacher(h_star, params)) ** 2, axis=(-1, -2)))
+    return 0.5 * params.sigma ** 2 * float(w @ np.sum((S - teacher_attention(h_star, params.omega, params.A_array)) ** 2,
+                                                         axis=(-1, -2)))
 
 
 def _check_domain(params: TaskParams, x: GeneralOverlaps) -> None:
@@ -612,17 +604,18 @@ def _check_engine(params: TaskParams, rank: int) -> int:
     return rank
 
 
-def _sign_representative(x: GeneralOverlaps, branch: str) -> GeneralOverlaps:
-    """At rank 1, ``Q -> -Q`` flips ``(M, theta)``: the representative with ``theta >= 0`` (semantic, free) or
-    the first nonzero entry of ``M`` positive (positional)."""
+def _sign_flip(x: GeneralOverlaps, branch: str) -> np.ndarray:
+    """At rank 1, ``Q -> -Q`` flips ``(M, theta)``: the gauge ``O = [[-1]]`` to the representative with
+    ``theta >= 0`` (semantic, free) or the first nonzero entry of ``M`` positive (positional), else
+    ``[[1]]``; the identity at rank ``r > 1`` (:func:`_common_gauge` fixes the gauge there)."""
     if x.rank != 1:
-        return x
+        return np.eye(x.rank)
     if branch in ("semantic", "free"):
         flip = x.theta[0] < 0
     else:
         nz = np.flatnonzero(np.abs(x.M[:, 0]) > 1e-15)
         flip = bool(nz.size) and x.M[nz[0], 0] < 0
-    return GeneralOverlaps(x.q, -x.M, x.V, -x.theta) if flip else x
+    return -np.eye(1) if flip else np.eye(1)
 
 
 def solve_general(params: TaskParams, alpha: float, branch: str = "semantic", rank: int = 1,
@@ -671,7 +664,8 @@ def solve_general(params: TaskParams, alpha: float, branch: str = "semantic", ra
             out = _solve_one(params, alpha, x, nodes, hold, G, solver)
             n_iter += out.n_iter
             x = out.x  # the next scrambling starts from this one's fixed point
-            out.x = _sign_representative(out.x, branch)
+            O = _sign_flip(out.x, branch)  # the overlaps and their conjugates flip together
+            out.x, out.ch = out.x.rotated(O), _rotate_channel(out.ch, O)
             out.eps_g = general_test_error(params, out.x, nodes)
             out.eps_t = -general_free_energy(params, alpha, out.x, out.ch, G)
             outcomes.append(out)
@@ -724,9 +718,8 @@ def _pool(outcomes):
         "G_hat": [o.ch.G_hat for o in outcomes], "V_hat": [o.ch.V_hat for o in outcomes],
         "theta_hat": [o.ch.theta_hat for o in outcomes], "test_error": [o.eps_g for o in outcomes],
         "train_loss": [o.eps_t for o in outcomes]}
-    mean = {k: np.mean(np.array(v, dtype=float), axis=0) for k, v in vals.items()}
-    err = {k: np.std(np.array(v, dtype=float), axis=0, ddof=1) / math.sqrt(len(v)) for k, v in vals.items()}
-    return mean, err
+    pooled = {k: scrambling_mean(v) for k, v in vals.items()}
+    return {k: m for k, (m, _) in pooled.items()}, {k: e for k, (_, e) in pooled.items()}
 
 
 def _precise(mean, err, params, precision) -> bool:

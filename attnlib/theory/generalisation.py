@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from .attention import output_loss, teacher_diagonal
+from .attention import output_loss, softmax_rows, teacher_diagonal
 from ..params import TaskParams, check_finite_scalar, check_int
 from .quadrature import Quadrature
 
@@ -92,9 +92,7 @@ def linear_baseline_error(params: TaskParams, order: int | None = None) -> float
     order = max(8, int(round(4e5 ** (1.0 / L)))) if order is None else check_int("order", order, 2)
     x, w = Quadrature("gauss-hermite", order).points(L)
     u = params.sigma * x
-    z = u[:, :, None] * u[:, None, :]
-    S = np.exp(z - z.max(axis=-1, keepdims=True))
-    S /= S.sum(axis=-1, keepdims=True)
+    S = softmax_rows(u[:, :, None] * u[:, None, :])
     mean = np.einsum("n,nlk->lk", w, S)
     var = np.einsum("n,nlk->lk", w, (S - mean) ** 2)
     return float(0.5 * params.sigma**2 * (1.0 - params.omega) ** 2 * var.sum())
