@@ -14,6 +14,10 @@ model keep symmetric answers (:func:`start_directions`). Every minimiser lies in
 
 Between full searches a nearby state needs only a local descent from the last minimiser (and from the runner-up
 where the two were within ``margin`` of each other): :func:`prox_warm`.
+
+The descents run compiled, one node at a time (``attnlib.theory._general_prox_kernels``, numba), or as the
+vectorised numpy code of :func:`newton_descent` (the reference, and the fallback without numba); the two agree to
+round-off, and the compiled code is three to five times faster.
 """
 from __future__ import annotations
 
@@ -22,8 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .attention import softmax_rows
+from .proximal import resolve_backend  # numba is importable for both kernel modules or for neither
 
-__all__ = ["GeneralProx", "sqrtm_spd", "loss_and_derivatives", "prox_value", "newton_descent",
+try:  # the compiled backend is optional
+    from . import _general_prox_kernels
+except ImportError:  # pragma: no cover - exercised only without numba
+    _general_prox_kernels = None
+
+__all__ = ["GeneralProx", "sqrtm_spd", "loss_and_derivatives", "prox_value", "newton_descent", "resolve_backend",
            "start_directions", "prox_global", "prox_from_centre", "prox_warm"]
 
 #: Radii of the starts around ``c``, as fractions of the bound ``sqrt(2 l(c))`` on the distance to a minimiser.
@@ -80,17 +90,25 @@ def prox_value(h, c, T, Vinv, sigma) -> np.ndarray:
     return 0.5 * np.einsum("bli,ij,blj->b", d, Vinv, d) + loss_and_derivatives(h, T, sigma, hess=False)[0]
 
 
-def newton_descent(h0, c, T, Vinv, sigma, tol: float = 1e-10, max_iter: int = 100):
+def newton_descent(h0, c, T, Vinv, sigma, tol: float = 1e-10, max_iter: int = 100, backend: str = "auto"):
     """Local minimisation of ``F`` from ``h0`` at every node: saddle-free Newton with Armijo backtracking.
 
-    Nodes whose gradient norm is below ``tol`` are dropped from the iteration. Returns ``(h, F(h), |grad F|,
-    iterations)``.
+    Nodes whose gradient norm is below ``tol`` are dropped from the iteration. ``backend``: ``"numba"`` (the
+    compiled per-node kernel of ``attnlib.theory._general_prox_kernels``, the default when numba is installed)
+    or ``"numpy"`` (this vectorised code, the reference); they agree to round-off. Returns ``(h, F(h),
+    |grad F|, iterations)``.
     """
+    mu0 = 0.25 * float(np.linalg.eigvalsh(Vinv).min())
+    if resolve_backend(backend) == "numba":
+        f = np.ascontiguousarray
+        h, val, gn, it = _general_prox_kernels.newton_descent(
+            f(h0, dtype=float), f(c, dtype=float), f(T, dtype=float), f(Vinv, dtype=float), float(sigma) ** 2, mu0,
+            float(tol), int(max_iter))
+        return h, val, gn, int(it)
     h = np.array(h0, dtype=float, copy=True)
     B, L, r = h.shape
     n = L * r
     Kq = np.kron(np.eye(L), Vinv)
-    mu0 = 0.25 * float(np.linalg.eigvalsh(Vinv).min())
     gnorm = np.full(B, np.inf)
     active = np.arange(B)
     it = 0
@@ -174,7 +192,7 @@ class GeneralProx:
 
 
 def prox_global(c, T, V, sigma, radii=START_RADII, diagonals: bool = False, tol: float = 1e-10,
-                max_iter: int = 100) -> GeneralProx:
+                max_iter: int = 100, backend: str = "auto") -> GeneralProx:
     """The global proximal step at every node (module docstring): local descents from ``c``, from 0 and from
     ``c + rad sqrt(2 l(c)) u V^{1/2}`` for every direction ``u`` of :func:`start_directions` (``diagonals``)
     and ``rad`` in ``radii``; the lowest minimum is kept and the runner-up recorded."""
@@ -189,7 +207,7 @@ def prox_global(c, T, V, sigma, radii=START_RADII, diagonals: bool = False, tol:
             starts.append(c + (rad * R)[:, None, None] * off[None])
     K = len(starts)
     h, val, _, _ = newton_descent(np.concatenate(starts), np.tile(c, (K, 1, 1)), np.tile(T, (K, 1, 1)), Vinv,
-                                  sigma, tol, max_iter)
+                                  sigma, tol, max_iter, backend)
     h, val = h.reshape(K, B, L, r), val.reshape(K, B)
     return _best_two(h, val)
 
@@ -209,25 +227,25 @@ def _best_two(h, val) -> GeneralProx:
     return GeneralProx(h=hb, value=val[best, idx], h_alt=h_alt, gap=gap)
 
 
-def prox_from_centre(c, T, V, sigma, tol: float = 1e-10, max_iter: int = 100) -> GeneralProx:
+def prox_from_centre(c, T, V, sigma, tol: float = 1e-10, max_iter: int = 100, backend: str = "auto") -> GeneralProx:
     """One local descent from ``c`` at every node (no runner-up): the cheap first step of an iteration, which
     full searches then correct."""
-    h, val, _, _ = newton_descent(c, c, T, np.linalg.inv(V), sigma, tol, max_iter)
+    h, val, _, _ = newton_descent(c, c, T, np.linalg.inv(V), sigma, tol, max_iter, backend)
     return GeneralProx(h=h, value=val, h_alt=h.copy(), gap=np.full(len(val), np.inf))
 
 
 def prox_warm(c, T, V, sigma, last: GeneralProx, margin: float, tol: float = 1e-10,
-              max_iter: int = 100) -> GeneralProx:
+              max_iter: int = 100, backend: str = "auto") -> GeneralProx:
     """The proximal step at a state near the one of ``last``: a local descent from ``last.h`` at every node,
     and from ``last.h_alt`` where the two minima were within ``margin`` (the nodes where the global minimum may
     switch). The runner-up is kept only at those nodes (elsewhere ``gap`` is ``inf``)."""
     Vinv = np.linalg.inv(V)
-    h, val, _, _ = newton_descent(last.h, c, T, Vinv, sigma, tol, max_iter)
+    h, val, _, _ = newton_descent(last.h, c, T, Vinv, sigma, tol, max_iter, backend)
     near = np.flatnonzero(last.gap < margin)
     gap = np.full(len(val), np.inf)
     h_alt = h.copy()
     if near.size:
-        ha, va, _, _ = newton_descent(last.h_alt[near], c[near], T[near], Vinv, sigma, tol, max_iter)
+        ha, va, _, _ = newton_descent(last.h_alt[near], c[near], T[near], Vinv, sigma, tol, max_iter, backend)
         pair = _best_two(np.stack([h[near], ha]), np.stack([val[near], va]))
         h[near], val[near], h_alt[near], gap[near] = pair.h, pair.value, pair.h_alt, pair.gap
     return GeneralProx(h=h, value=val, h_alt=h_alt, gap=gap)

@@ -1,0 +1,270 @@
+"""Compiled (numba) kernel of the general proximal descent: the algorithm of
+:func:`attnlib.theory.general_prox.newton_descent` written per node and compiled; the loop over nodes runs in
+one thread (parallel sweeps run in joblib processes, which threads inside each would oversubscribe).
+
+Per node and step the numpy code builds the Hessian by two einsums over arrays of ``L^3 r`` entries per node and
+runs an Armijo search over all active nodes; here one node's ``L r``-dimensional problem is finished in a few
+small loops. The results agree with the numpy code to round-off (``tests/test_general_state_evolution.py``); the
+numpy code stays as the reference and as the fallback when numba is not installed.
+
+Algorithm: saddle-free Newton on ``F(h) = (1/2) sum_l (h_l - c_l) V^{-1} (h_l - c_l)^T + l(h)`` with
+``l(h) = (sigma^2/2) ||softmax_row(h h^T) - T||_F^2``: the Hessian's eigenvalues taken in absolute value and
+floored at ``mu0`` (where they all exceed ``mu0``, the common case near a minimum, that is the plain Newton
+step, solved by Cholesky instead of an eigendecomposition), Armijo backtracking over the step sizes
+``1, 1/2, ..., 1/2^39`` with a round-off allowance of ``8 eps max(|F|, 1)``; a node stops when ``||grad F|| <= tol``, when no step size is accepted, or after
+``max_iter`` steps.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+_ROUND = 8.0 * np.finfo(float).eps
+_N_STEPS = 40  # backtracking step sizes 1, 1/2, ..., 1/2^39 (as in general_prox.newton_descent)
+
+
+@njit(cache=True)
+def _softmax_scores(h, S):
+    """``S = softmax_row(h h^T)`` (max-shifted)."""
+    L, r = h.shape
+    for l in range(L):
+        zmax = -np.inf
+        for k in range(L):
+            z = 0.0
+            for i in range(r):
+                z += h[l, i] * h[k, i]
+            S[l, k] = z
+            if z > zmax:
+                zmax = z
+        tot = 0.0
+        for k in range(L):
+            e = math.exp(S[l, k] - zmax)
+            S[l, k] = e
+            tot += e
+        for k in range(L):
+            S[l, k] /= tot
+
+
+@njit(cache=True)
+def _quadratic(h, c, Vinv):
+    """``(1/2) sum_l (h_l - c_l) V^{-1} (h_l - c_l)^T`` of one node."""
+    L, r = h.shape
+    val = 0.0
+    for l in range(L):
+        for i in range(r):
+            di = h[l, i] - c[l, i]
+            for j in range(r):
+                val += 0.5 * di * Vinv[i, j] * (h[l, j] - c[l, j])
+    return val
+
+
+@njit(cache=True)
+def _objective(h, c, T, Vinv, s2, S):
+    """``F(h)`` of one node (``S`` is scratch)."""
+    L, r = h.shape
+    _softmax_scores(h, S)
+    val = 0.0
+    for l in range(L):
+        for k in range(L):
+            dd = S[l, k] - T[l, k]
+            val += dd * dd
+    val *= 0.5 * s2
+    val += _quadratic(h, c, Vinv)
+    return val
+
+
+@njit(cache=True)
+def _derivatives(h, c, T, Vinv, s2, S, g, H, E, R, Gam, Hrow, HE):
+    """``F(h)``, its gradient ``g`` (flattened ``l r + i``) and Hessian ``H`` of one node (``S``, ``E``
+    and the rest scratch); the formulas of :func:`attnlib.theory.general_prox.loss_and_derivatives` plus the quadratic
+    term."""
+    L, r = h.shape
+    n = L * r
+    _softmax_scores(h, S)
+    for l in range(L):
+        for k in range(L):
+            R[l, k] = s2 * (S[l, k] - T[l, k])
+    val = 0.0
+    for l in range(L):
+        for k in range(L):
+            val += 0.5 * R[l, k] * (S[l, k] - T[l, k])
+    for l in range(L):
+        sr = 0.0
+        for q in range(L):
+            sr += S[l, q] * R[l, q]
+        for k in range(L):
+            Gam[l, k] = S[l, k] * (R[l, k] - sr)
+    for m in range(L):
+        for i in range(r):
+            acc = 0.0
+            for k in range(L):
+                acc += (Gam[m, k] + Gam[k, m]) * h[k, i]
+            dm = 0.0
+            for j in range(r):
+                dm += (h[m, j] - c[m, j]) * Vinv[j, i]
+            g[m * r + i] = acc + dm
+    for a in range(n):
+        for b in range(n):
+            H[a, b] = 0.0
+    for m in range(L):
+        for p in range(L):
+            for i in range(r):
+                H[m * r + i, p * r + i] += Gam[m, p] + Gam[p, m]
+            for i in range(r):
+                for j in range(r):
+                    if m == p:
+                        H[m * r + i, p * r + j] += Vinv[i, j]
+    for l in range(L):
+        sw = 0.0
+        for k in range(L):
+            sw += R[l, k] * S[l, k]
+        for k in range(L):
+            wk = R[l, k] * S[l, k]
+            for q in range(L):
+                # (J J)_{kq} with J = diag(S_l) - S_l S_l^T
+                jj = 0.0
+                for u in range(L):
+                    jku = (S[l, k] if k == u else 0.0) - S[l, k] * S[l, u]
+                    juq = (S[l, u] if u == q else 0.0) - S[l, u] * S[l, q]
+                    jj += jku * juq
+                wq = R[l, q] * S[l, q]
+                v = s2 * jj - wk * S[l, q] - S[l, k] * wq + 2.0 * sw * S[l, k] * S[l, q]
+                if k == q:
+                    v += wk - sw * S[l, k]
+                Hrow[k, q] = v
+        # E[k, m r + i] = d (h h^T)_{lk} / d h_{m i} = delta_{lm} h_{k i} + delta_{km} h_{l i}
+        for k in range(L):
+            for a in range(n):
+                E[k, a] = 0.0
+            for i in range(r):
+                E[k, l * r + i] += h[k, i]
+                E[k, k * r + i] += h[l, i]
+        for k in range(L):
+            for b in range(n):
+                acc = 0.0
+                for q in range(L):
+                    acc += Hrow[k, q] * E[q, b]
+                HE[k, b] = acc
+        for a in range(n):
+            for b in range(n):
+                acc = 0.0
+                for k in range(L):
+                    acc += E[k, a] * HE[k, b]
+                H[a, b] += acc
+    val += _quadratic(h, c, Vinv)
+    return val
+
+
+@njit(cache=True)
+def _cholesky(H, shift, C):
+    """Lower Cholesky factor ``C`` of ``H - shift I``; False where that matrix is not positive definite."""
+    n = H.shape[0]
+    for i in range(n):
+        for j in range(i + 1):
+            acc = H[i, j]
+            if i == j:
+                acc -= shift
+            for k in range(j):
+                acc -= C[i, k] * C[j, k]
+            if i == j:
+                if not acc > 0.0:
+                    return False
+                C[i, i] = math.sqrt(acc)
+            else:
+                C[i, j] = acc / C[j, j]
+    return True
+
+
+@njit(cache=True)
+def _newton_direction(H, g, mu0, p, C, z):
+    """``p = -|H|_mu0^{-1} g`` (eigenvalues in absolute value, floored at ``mu0``). Where every eigenvalue is
+    above ``mu0`` (``H - mu0 I`` has a Cholesky factor) that is ``-H^{-1} g``, solved by Cholesky; else by the
+    eigendecomposition."""
+    n = H.shape[0]
+    if _cholesky(H, mu0, C) and _cholesky(H, 0.0, C):
+        for i in range(n):
+            acc = g[i]
+            for k in range(i):
+                acc -= C[i, k] * z[k]
+            z[i] = acc / C[i, i]
+        for i in range(n - 1, -1, -1):
+            acc = z[i]
+            for k in range(i + 1, n):
+                acc -= C[k, i] * p[k]
+            p[i] = acc / C[i, i]
+        for i in range(n):
+            p[i] = -p[i]
+        return
+    ev, U = np.linalg.eigh(H)
+    for a in range(n):
+        za = 0.0
+        for k in range(n):
+            za += U[k, a] * g[k]
+        z[a] = za / max(abs(ev[a]), mu0)
+    for k in range(n):
+        pk = 0.0
+        for a in range(n):
+            pk -= U[k, a] * z[a]
+        p[k] = pk
+
+
+@njit(cache=True)
+def newton_descent(h0, c, T, Vinv, s2, mu0, tol, max_iter):
+    """The descent at every node (module docstring). Returns ``(h, F(h), ||grad F|| at the last evaluation,
+    the most steps any node took)``."""
+    B, L, r = h0.shape
+    n = L * r
+    h_out = h0.copy()
+    val_out = np.empty(B)
+    gn_out = np.empty(B)
+    most = 0
+    S = np.empty((L, L))
+    g = np.empty(n)
+    H = np.empty((n, n))
+    E = np.empty((L, n))
+    trial = np.empty((L, r))
+    z = np.empty(n)
+    p = np.empty(n)
+    C = np.zeros((n, n))
+    R = np.empty((L, L))
+    Gam = np.empty((L, L))
+    Hrow = np.empty((L, L))
+    HE = np.empty((L, n))
+    for b in range(B):
+        h = h_out[b]
+        cb, Tb = c[b], T[b]
+        gn = np.inf
+        it = 0
+        while it < max_iter:
+            it += 1
+            val = _derivatives(h, cb, Tb, Vinv, s2, S, g, H, E, R, Gam, Hrow, HE)
+            gn = math.sqrt(np.sum(g * g))
+            if gn <= tol:
+                break
+            _newton_direction(H, g, mu0, p, C, z)
+            slope = 0.0
+            for k in range(n):
+                slope += g[k] * p[k]
+            bound = val + _ROUND * max(abs(val), 1.0)
+            t = 1.0
+            accepted = False
+            for _ in range(_N_STEPS):
+                for l in range(L):
+                    for i in range(r):
+                        trial[l, i] = h[l, i] + t * p[l * r + i]
+                if _objective(trial, cb, Tb, Vinv, s2, S) <= bound + 1e-4 * t * slope:
+                    accepted = True
+                    break
+                t *= 0.5
+            if not accepted:
+                break  # the numpy code keeps such a node at the same point until max_iter: the same answer
+            for l in range(L):
+                for i in range(r):
+                    h[l, i] = trial[l, i]
+        val_out[b] = _objective(h, cb, Tb, Vinv, s2, S)
+        gn_out[b] = gn
+        if it > most:
+            most = it
+    return h_out, val_out, gn_out, most
