@@ -45,7 +45,7 @@ from scipy.stats import qmc
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams, check_alpha, check_finite_scalar, check_int, check_seeds
 from .attention import softmax_rows, teacher_attention
-from .general_prox import GeneralProx, prox_from_centre, prox_global, prox_warm, sqrtm_spd
+from .general_prox import GeneralProx, prox_from_centre, prox_global, prox_warm, resolve_backend, sqrtm_spd
 from .quadrature import scrambling_mean
 from .state_evolution import BRANCHES, _mix
 
@@ -176,6 +176,9 @@ class GeneralSolver:
     margin : float
         Between full searches, nodes whose runner-up minimum lay within this of the best are also descended from
         the runner-up.
+    backend : {"auto", "numba", "numpy"}
+        The proximal descents' code: compiled per node (``"numba"``, the default when numba is installed) or
+        vectorised numpy (the reference); they agree to round-off.
     """
 
     order: int = 11
@@ -188,6 +191,7 @@ class GeneralSolver:
     anderson: int = 4
     full_every: int = 8
     margin: float = 1e-3
+    backend: str = "auto"
 
     def __post_init__(self):
         order = check_int("order", self.order, 6)
@@ -204,6 +208,7 @@ class GeneralSolver:
         check_int("full_every", self.full_every, 1)
         if not check_finite_scalar("margin", self.margin) >= 0:
             raise ValueError(f"margin must lie in [0, inf), got {self.margin!r}")
+        resolve_backend(self.backend)
 
 
 @dataclass(frozen=True)
@@ -375,21 +380,22 @@ class _Channel:
 
 
 def general_channel(params: TaskParams, alpha: float, x: GeneralOverlaps, nodes, hold=(False, False),
-                    warm: GeneralProx | str | None = None, margin: float = 1e-3) -> _Channel:
+                    warm: GeneralProx | str | None = None, margin: float = 1e-3, backend: str = "auto") -> _Channel:
     """Conjugates ``G_hat, q_hat, theta_hat, V_hat`` of ``x`` (module docstring), the mean proximal value
     ``E[M]`` and the proximal points: the full search (:func:`attnlib.theory.general_prox.prox_global`),
     local descents from ``warm`` (:func:`attnlib.theory.general_prox.prox_warm`), or with ``warm="centre"`` one
     descent from the centre ``c`` (the cheap first step of an iteration). Held overlaps get zero
-    conjugates (``G_hat`` for ``M``, ``theta_hat`` for ``theta``)."""
+    conjugates (``G_hat`` for ``M``, ``theta_hat`` for ``theta``). ``backend``: that of the proximal descents
+    (:class:`GeneralSolver`)."""
     xi, eta, w = nodes
     c, h_star, qis, b = _fields(params, x, xi, eta)
     T = teacher_attention(h_star, params.omega, params.A_array)
     if warm is None:
-        prox = prox_global(c, T, x.V, params.sigma)
+        prox = prox_global(c, T, x.V, params.sigma, backend=backend)
     elif warm == "centre":
-        prox = prox_from_centre(c, T, x.V, params.sigma)
+        prox = prox_from_centre(c, T, x.V, params.sigma, backend=backend)
     else:
-        prox = prox_warm(c, T, x.V, params.sigma, warm, margin)
+        prox = prox_warm(c, T, x.V, params.sigma, warm, margin, backend=backend)
     g = (prox.h - c) @ np.linalg.inv(x.V)
     r = x.rank
     G_hat = np.zeros_like(x.M) if hold[0] else alpha * np.einsum("n,nli->li", w, g)
@@ -503,7 +509,7 @@ def _solve_one(params, alpha, x, nodes, hold, G, solver: GeneralSolver) -> _Scra
     for it in range(1, solver.max_iter + 1):
         full = warm is None or since_full >= solver.full_every - 1
         try:
-            ch = general_channel(params, alpha, x, nodes, hold, None if full else warm, solver.margin)
+            ch = general_channel(params, alpha, x, nodes, hold, None if full else warm, solver.margin, solver.backend)
             fx = general_prior_update(params, ch, G)
             fx = _project(_match_signs(fx.canonical(), x) if canonical else _align(fx, x), hold)
             _check_domain(params, fx)
@@ -643,7 +649,9 @@ def solve_general(params: TaskParams, alpha: float, branch: str = "semantic", ra
         The mean over the scramblings of ``solver.seeds`` with standard errors; ``converged=False`` when a
         scrambling's iteration did not converge or ended on an unphysical fixed point, ``precise=False`` when the
         precision target was missed at ``solver.max_order`` (either with a
-        :class:`~attnlib.exceptions.ConvergenceWarning`).
+        :class:`~attnlib.exceptions.ConvergenceWarning`). An unconverged result carries the last iterates' means;
+        its errors are NaN where a scrambling's last iterate lies outside the domain (``D`` not positive
+        definite, or ``theta^T q^-1 theta > rho``).
     """
     t0 = time.perf_counter()
     alpha = check_alpha(alpha)
@@ -664,10 +672,15 @@ def solve_general(params: TaskParams, alpha: float, branch: str = "semantic", ra
             out = _solve_one(params, alpha, x, nodes, hold, G, solver)
             n_iter += out.n_iter
             x = out.x  # the next scrambling starts from this one's fixed point
+            if not out.converged:
+                _refresh_channel(params, alpha, out, nodes, hold, solver)
             O = _sign_flip(out.x, branch)  # the overlaps and their conjugates flip together
             out.x, out.ch = out.x.rotated(O), _rotate_channel(out.ch, O)
-            out.eps_g = general_test_error(params, out.x, nodes)
-            out.eps_t = -general_free_energy(params, alpha, out.x, out.ch, G)
+            try:
+                out.eps_g = general_test_error(params, out.x, nodes)
+                out.eps_t = -general_free_energy(params, alpha, out.x, out.ch, G)
+            except FloatingPointError:  # an unconverged iterate outside the domain: no errors there
+                out.eps_g = out.eps_t = math.nan
             outcomes.append(out)
         _common_gauge(outcomes)
         mean, err = _pool(outcomes)
@@ -678,7 +691,7 @@ def solve_general(params: TaskParams, alpha: float, branch: str = "semantic", ra
     converged = all(o.converged for o in outcomes)
     # a fixed point with a negative training loss (eps_t is a sum of squares plus a ridge term) is not a minimum
     # of any risk: an unphysical solution of the equations, not an answer
-    physical = all(o.eps_t >= 0 for o in outcomes)
+    physical = all(o.eps_t >= 0 for o in outcomes)  # False also where eps_t is NaN (outside the domain)
     precise = _precise(mean, err, params, solver.precision)
     if not converged or not physical or not precise:
         what = ("a scrambling's iteration did not converge" if not converged
@@ -694,6 +707,15 @@ def solve_general(params: TaskParams, alpha: float, branch: str = "semantic", ra
         rule=f"sobol-sym {len(solver.seeds)} x 2^{order} seeds {','.join(str(s) for s in solver.seeds)}",
         stderr=err, per_seed=tuple(o.x for o in outcomes),
         multi_fraction=float(np.mean([o.ch.prox.multi_fraction for o in outcomes])))
+
+
+def _refresh_channel(params, alpha, out: _ScramblingOutcome, nodes, hold, solver: GeneralSolver) -> None:
+    """An unconverged scrambling ends on its last iterate, whose conjugates may belong to another point (or to a
+    failed update): recompute them there by a full search, when that point is inside the domain."""
+    try:
+        out.ch = general_channel(params, alpha, out.x, nodes, hold, None, solver.margin, solver.backend)
+    except FloatingPointError:
+        pass
 
 
 def _common_gauge(outcomes) -> None:
@@ -729,6 +751,6 @@ def _precise(mean, err, params, precision) -> bool:
     floor = 1e-3 * params.rho
     for k in ("q", "M", "theta", "test_error", "train_loss"):
         scale = max(float(np.max(np.abs(mean[k]))), floor)
-        if np.any(np.asarray(err[k]) > precision * scale):
+        if not np.all(np.asarray(err[k]) <= precision * scale):  # NaN (an iterate outside the domain) fails
             return False
     return True
