@@ -9,7 +9,8 @@ accurate, ten times faster: pooled scramblings solved by chord-Newton steps),
 :func:`alpha_sweep`, :func:`branch_trace` (pseudo-arclength continuation to a branch's ends),
 :func:`critical_alpha`, :func:`linear_crossing_alpha`, :func:`branch_ends`, :func:`phase_diagram`,
 :func:`linear_baseline_error`, :func:`test_error_from_overlaps`. Any ``L`` and student rank ``r``:
-:func:`solve_general` (also reached through :func:`solve_state_evolution` with a larger ``A`` or ``rank > 1``).
+:func:`solve_general` (also reached through :func:`solve_state_evolution` with a larger ``A`` or ``rank > 1``) and
+its thresholds, :func:`general_threshold`.
 
 Finite d: :func:`simulate_erm`, :func:`erm_sweep`, :func:`run_gamp`, and the finite-d arbiter
 :func:`arbiter_table`, :func:`finite_d_critical_alpha`.
@@ -24,6 +25,7 @@ from .theory.state_evolution import BRANCHES, Overlaps, SEResult, SESolver, solv
 from .theory.accurate import AccurateFixedPoint, solve_accurately
 from .theory.chord import solve_chord
 from .theory.general_state_evolution import GeneralOverlaps, GeneralResult, GeneralSolver, solve_general
+from .theory.general_thresholds import GeneralThreshold, general_threshold
 from .book.explorer import ExplorerView, draw_explorer, explorer_view, make_explorer
 from .book.explorer_grid import explorer_grid
 from .book.book_data import book_data_dir, book_data_path, use_book_data
@@ -44,7 +46,7 @@ __all__ = [
     "__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "ConvergenceWarning", "CacheWarning",
     "Quadrature", "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution",
     "solve_accurately", "AccurateFixedPoint", "solve_chord",
-    "GeneralOverlaps", "GeneralResult", "GeneralSolver", "solve_general",
+    "GeneralOverlaps", "GeneralResult", "GeneralSolver", "solve_general", "GeneralThreshold", "general_threshold",
     "linear_baseline_error", "test_error_from_overlaps", "ThresholdNotFound", "alpha_sweep",
     "branch_curvature", "critical_alpha", "linear_crossing_alpha", "branch_trace", "branch_ends", "phase_diagram",
     "semantic_takeover",
