@@ -1,7 +1,8 @@
 """The committed tables of the chapter on longer sequences and wider students (book/data/general_*.csv, written
-by scripts/regenerate_general_data.py): their provenance, a replay of one fixed point, one finite-d minimiser and
-the thresholds' consistency with the grid, and the physics the chapter states (finite d on the theory's
-branches, the rank-two minimum below both rank-one branches)."""
+by scripts/regenerate_general_data.py and scripts/regenerate_general_phase.py): their provenance, replays of
+fixed points, a finite-d minimiser and a threshold, the thresholds' consistency with their grids and with finite
+d, and the physics the chapter states (finite d on the theory's branches, the rank-two minimum below both
+rank-one branches, alpha_c falling with L, the self-attending matrix's rank-two student)."""
 from __future__ import annotations
 
 import importlib.util
@@ -21,14 +22,14 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("regen_general", ROOT / "scripts" / "regenerate_general_data.py")
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-SCRIPT = _script()
+SCRIPT = _script("regenerate_general_data")
 THEORY = pd.read_csv(DATA / "general_theory.csv")
 FD = pd.read_csv(DATA / "general_finite_d.csv")
 THR = pd.read_csv(DATA / "general_thresholds.csv")
@@ -109,3 +110,92 @@ def test_rank_two_minimum_is_below_both_rank_one_branches_and_matches_finite_d()
     best = fd.loc[fd.groupby(["alpha", "seed"]).train_loss.idxmin()].groupby("alpha").train_loss.mean()
     rel = ((best.reindex(r2.index) - r2.train_loss) / r2.train_loss).abs()
     assert rel.max() < 0.06  # d = 1000: finite-size deviations of a few per cent, as at rank one
+
+
+# -- the thresholds against omega and L, and the self-attending matrix (scripts/regenerate_general_phase.py) --
+
+PHASE_SCRIPT = _script("regenerate_general_phase")
+PHASE = pd.read_csv(DATA / "general_phase.csv")
+GRID = pd.read_csv(DATA / "general_phase_grid.csv")
+PFD = pd.read_csv(DATA / "general_phase_finite_d.csv")
+BRANCHES = pd.read_csv(DATA / "general_branches.csv")
+SELF_FD = pd.read_csv(DATA / "general_self_finite_d.csv")
+
+
+def test_phase_tables_have_their_sidecars_and_grids():
+    S = PHASE_SCRIPT
+    for stem in S.BUILDERS:
+        meta = json.loads((DATA / f"{stem}.json").read_text())
+        assert meta["script"] == "scripts/regenerate_general_phase.py" and meta["n_rows"] > 0
+    assert len(GRID) == len(S.GRID_CASES) * len(S.OMEGAS) * len(S.GRID_ALPHAS) * 2
+    assert len(PFD) == len(S.DS) * len(S.FD_CASES) * len(S.OMEGAS) * len(S.ALPHAS_FD) * len(S.SEEDS) * 2
+    assert len(SELF_FD) == len(S.DS) * 2 * len(S.SELF_ALPHAS) * len(S.SEEDS) * 3
+    assert PFD.converged.all() and SELF_FD.converged.all()
+    assert set(PHASE.case) == {"L2", "L3", "L4"} and len(PHASE) == 3 * len(S.OMEGAS) * 2
+    for case in ("L3", "L4", "L3-self"):
+        assert np.allclose(S.case_params(case, 0.3).A_array.sum(axis=1), 1.0)
+
+
+def test_alpha_c_lies_in_the_grid_sign_change_and_agrees_with_finite_d():
+    """Every alpha_c of the general engine lies inside the grid interval where the gap of the two (distinct,
+    converged) branches changes sign, and the finite-d sign change at d = 1000 is within three combined errors
+    (the finite-d error is the bootstrap over seeds) of it."""
+    from attnlib.finite_d.arbiter import finite_d_critical_alpha
+    found = PHASE[(PHASE.method == "general") & (PHASE.name == "alpha_c") & np.isfinite(PHASE.alpha)]
+    assert len(found) >= 3
+    for r in found.itertuples():
+        bracket, _, _ = PHASE_SCRIPT.grid_bracket(GRID, r.case, r.omega)
+        assert bracket[0] <= r.alpha <= bracket[1] and r.err < 0.05 * r.alpha
+        sub = PFD[(PFD.case == r.case) & np.isclose(PFD.omega, r.omega) & (PFD.d == PFD.d.max())]
+        t = finite_d_critical_alpha(sub[sub.start == sub.branch], n_boot=400, seed=0)
+        assert abs(t.value - r.alpha) < 3 * math.hypot(t.stderr, r.err), (r.case, r.omega, t.value, r.alpha)
+
+
+def test_alpha_c_falls_with_the_number_of_tokens():
+    """The chapter's statement: at each omega where alpha_c is found for two token counts, it is smaller with more
+    tokens; a bound 'semantic lower wherever both are distinct' at L = 4 lies below L = 3's root."""
+    ac = PHASE[PHASE.name == "alpha_c"].set_index(["case", "omega"])
+    for w in PHASE_SCRIPT.OMEGAS:
+        vals = [ac.loc[(f"L{L}", w)].alpha for L in (2, 3, 4)]
+        finite = [v for v in vals if np.isfinite(v)]
+        assert finite == sorted(finite, reverse=True)
+    r4 = ac.loc[("L4", 0.3)]
+    assert "semantic branch has the lower" in r4.reason and r4.bracket_lo < ac.loc[("L3", 0.3)].alpha
+
+
+def test_an_alpha_l_replays():
+    """At the recorded alpha_l (L = 3, omega = 0.2: semantic fixed points only), the semantic branch's eps_g equals
+    eps_lin within four standard errors plus the root's error times the slope."""
+    r = PHASE[(PHASE.case == "L3") & np.isclose(PHASE.omega, 0.2) & (PHASE.name == "alpha_l")].iloc[0]
+    assert bool(r.converged)
+    p = PHASE_SCRIPT.case_params("L3", 0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        at, up = (solve_general(p, a, "semantic", solver=PHASE_SCRIPT.SOLVER) for a in (r.alpha, 1.05 * r.alpha))
+    slope = abs(up.test_error - at.test_error) / (0.05 * r.alpha)
+    assert abs(at.test_error - r.eps_lin) <= 4 * at.stderr["test_error"] + slope * r.err
+
+
+def test_a_grid_point_replays():
+    """One positional fixed point of the grid (L = 3, omega = 0.3, alpha = 0.65) recomputed within four standard
+    errors (the same scramblings; another machine rounds differently)."""
+    row = GRID[(GRID.case == "L3") & np.isclose(GRID.omega, 0.3) & np.isclose(GRID.alpha, 0.65)
+               & (GRID.branch == "positional")].iloc[0]
+    new = PHASE_SCRIPT._theory_fixed_point("L3", 0.3, 0.65, "positional")
+    assert new["train_loss"] == pytest.approx(row.train_loss, abs=4 * row.train_loss_err + 1e-9)
+    assert new["distinct"] == bool(row.distinct) and new["converged"] == bool(row.converged)
+
+
+def test_self_attending_matrix_rank_two_beats_rank_one():
+    """For the self-attending three-token matrix the lowest rank-2 minimiser is below the lowest rank-1 one at every
+    alpha and d, its scores are close to the simplex's at the smallest alpha (d = 1000) and of rank one at the
+    largest; the rank-1 minima are within 3 % of the theory's semantic branch."""
+    best = SELF_FD.loc[SELF_FD.groupby(["rank", "d", "alpha", "seed"]).train_loss.idxmin()]
+    m = best.groupby(["rank", "d", "alpha"]).train_loss.mean().unstack("rank")
+    assert (m[2] < m[1]).all()
+    ratio = (best.score_eig2 / best.score_eig1)[(best["rank"] == 2) & (best.d == 1000)]
+    by_alpha = ratio.groupby(best.alpha).mean()
+    assert by_alpha.iloc[0] > 0.6 and by_alpha.iloc[-1] < 0.05
+    sem = BRANCHES[(BRANCHES.case == "L3-self") & (BRANCHES.branch == "semantic")].set_index("alpha").train_loss
+    r1 = m[1].xs(1000, level="d")
+    assert ((r1 - sem.reindex(r1.index)).abs() / sem.reindex(r1.index)).max() < 0.03
