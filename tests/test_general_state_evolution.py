@@ -137,6 +137,53 @@ def test_compiled_descent_equals_the_numpy_reference(L, r):
     assert np.max(np.abs(ga.value - gb.value)) < 1e-12
 
 
+def test_threaded_descent_equals_the_one_thread_kernel():
+    """The compiled descent split into blocks on numba's threads is the same per-node computation as the
+    one-thread kernel: identical results, for a node count that is not a multiple of the block size; and the
+    caller only threads large batches from the main thread."""
+    import threading
+
+    import numba
+
+    from attnlib.theory import _general_prox_kernels as k
+    from attnlib.theory.general_prox import THREADS_FROM, _use_threads
+    rng = np.random.default_rng(7)
+    B, L, r = 3 * k.BLOCK + 17, 3, 1
+    c = 1.5 * rng.standard_normal((B, L, r))
+    T = teacher_attention(rng.standard_normal((B, L)), 0.3, np.full((L, L), 1.0 / L))
+    Vinv = np.linalg.inv(np.array([[3.0]]))
+    h0 = c + 0.5 * rng.standard_normal(c.shape)
+    mu0 = 0.25 * float(np.linalg.eigvalsh(Vinv).min())
+    a = k.newton_descent(h0, c, T, Vinv, 0.25, mu0, 1e-10, 100)
+    b = k.newton_descent_parallel(h0, c, T, Vinv, 0.25, mu0, 1e-10, 100)
+    for x, y in zip(a[:3], b[:3]):
+        np.testing.assert_array_equal(x, y)
+    assert a[3] == b[3]
+    assert not _use_threads(THREADS_FROM - 1)
+    assert _use_threads(THREADS_FROM) == (numba.get_num_threads() > 1)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(_use_threads(10 * THREADS_FROM)))
+    t.start()
+    t.join()
+    assert seen == [False]
+
+
+def test_rule_refinement_jumps_by_the_missed_precision():
+    """Missing the target by a factor ratio refines the rule by 2 log2(ratio) doublings (the N^-1/2 law), at
+    least one and never past max_order; an undefined error refines by one."""
+    assert gse._next_order(10, 1.01, 16) == 11
+    assert gse._next_order(10, 2.0, 16) == 12
+    assert gse._next_order(10, 3.0, 16) == 14
+    assert gse._next_order(10, 100.0, 16) == 16
+    assert gse._next_order(10, math.inf, 16) == 11
+    mean = {"q": 1.0, "M": np.array([0.5, -0.5]), "theta": np.zeros(1), "test_error": 0.01, "train_loss": 0.02}
+    err = {"q": 1e-4, "M": np.array([1e-4, 2e-4]), "theta": np.zeros(1), "test_error": 1e-6, "train_loss": 1e-6}
+    ratio = gse._precision_ratio(mean, err, P2, 1e-3)
+    assert ratio == pytest.approx(0.4) and gse._precise(mean, err, P2, 1e-3)
+    err["train_loss"] = float("nan")
+    assert gse._precision_ratio(mean, err, P2, 1e-3) == math.inf and not gse._precise(mean, err, P2, 1e-3)
+
+
 def test_fixed_point_is_the_same_with_either_descent_code():
     """A fixed point (L = 3, positional branch, one rule) is the same with the compiled and the numpy descents,
     far below its quadrature error."""

@@ -1,6 +1,7 @@
 """Compiled (numba) kernel of the general proximal descent: the algorithm of
 :func:`attnlib.theory.general_prox.newton_descent` written per node and compiled; the loop over nodes runs in
-one thread (parallel sweeps run in joblib processes, which threads inside each would oversubscribe).
+one thread (:func:`newton_descent`) or, split into blocks of nodes, on numba's threads
+(:func:`newton_descent_parallel`; the caller picks, :func:`attnlib.theory.general_prox.newton_descent`).
 
 Per node and step the numpy code builds the Hessian by two einsums over arrays of ``L^3 r`` entries per node and
 runs an Armijo search over all active nodes; here one node's ``L r``-dimensional problem is finished in a few
@@ -19,7 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 _ROUND = 8.0 * np.finfo(float).eps
 _N_STEPS = 40  # backtracking step sizes 1, 1/2, ..., 1/2^39 (as in general_prox.newton_descent)
@@ -211,15 +212,12 @@ def _newton_direction(H, g, mu0, p, C, z):
 
 
 @njit(cache=True)
-def newton_descent(h0, c, T, Vinv, s2, mu0, tol, max_iter):
-    """The descent at every node (module docstring). Returns ``(h, F(h), ||grad F|| at the last evaluation,
-    the most steps any node took)``."""
-    B, L, r = h0.shape
+def _descend_range(h_out, val_out, gn_out, its, c, T, Vinv, s2, mu0, tol, max_iter, lo, hi):
+    """The descent (module docstring) at nodes ``lo .. hi-1``, in place: ``h_out`` (holding the starts on entry),
+    ``F`` in ``val_out``, the last gradient norm in ``gn_out``, the steps taken in ``its``. Scratch is allocated
+    here, once per call, so that concurrent calls on disjoint ranges share nothing."""
+    L, r = h_out.shape[1], h_out.shape[2]
     n = L * r
-    h_out = h0.copy()
-    val_out = np.empty(B)
-    gn_out = np.empty(B)
-    most = 0
     S = np.empty((L, L))
     g = np.empty(n)
     H = np.empty((n, n))
@@ -232,7 +230,7 @@ def newton_descent(h0, c, T, Vinv, s2, mu0, tol, max_iter):
     Gam = np.empty((L, L))
     Hrow = np.empty((L, L))
     HE = np.empty((L, n))
-    for b in range(B):
+    for b in range(lo, hi):
         h = h_out[b]
         cb, Tb = c[b], T[b]
         gn = np.inf
@@ -265,6 +263,37 @@ def newton_descent(h0, c, T, Vinv, s2, mu0, tol, max_iter):
                     h[l, i] = trial[l, i]
         val_out[b] = _objective(h, cb, Tb, Vinv, s2, S)
         gn_out[b] = gn
-        if it > most:
-            most = it
-    return h_out, val_out, gn_out, most
+        its[b] = it
+
+
+@njit(cache=True)
+def newton_descent(h0, c, T, Vinv, s2, mu0, tol, max_iter):
+    """The descent at every node (module docstring), in one thread. Returns ``(h, F(h), ||grad F|| at the last
+    evaluation, the most steps any node took)``."""
+    B = h0.shape[0]
+    h_out = h0.copy()
+    val_out = np.empty(B)
+    gn_out = np.empty(B)
+    its = np.zeros(B, dtype=np.int64)
+    _descend_range(h_out, val_out, gn_out, its, c, T, Vinv, s2, mu0, tol, max_iter, 0, B)
+    return h_out, val_out, gn_out, its.max() if B else 0
+
+
+#: Nodes per block of :func:`newton_descent_parallel` (each block one task of numba's thread pool).
+BLOCK = 256
+
+
+@njit(cache=True, parallel=True)
+def newton_descent_parallel(h0, c, T, Vinv, s2, mu0, tol, max_iter):
+    """:func:`newton_descent` with the nodes split into blocks of :data:`BLOCK` run on numba's threads: every
+    node's descent is the same computation as there, so the results are identical."""
+    B = h0.shape[0]
+    h_out = h0.copy()
+    val_out = np.empty(B)
+    gn_out = np.empty(B)
+    its = np.zeros(B, dtype=np.int64)
+    n_blocks = (B + BLOCK - 1) // BLOCK
+    for k in prange(n_blocks):
+        _descend_range(h_out, val_out, gn_out, its, c, T, Vinv, s2, mu0, tol, max_iter, k * BLOCK,
+                       min((k + 1) * BLOCK, B))
+    return h_out, val_out, gn_out, its.max() if B else 0

@@ -15,7 +15,8 @@ model keep symmetric answers (:func:`start_directions`). Every minimiser lies in
 Between full searches a nearby state needs only a local descent from the last minimiser (and from the runner-up
 where the two were within ``margin`` of each other): :func:`prox_warm`.
 
-The descents run compiled, one node at a time (``attnlib.theory._general_prox_kernels``, numba), or as the
+The descents run compiled, one node at a time (``attnlib.theory._general_prox_kernels``, numba; blocks of nodes
+on numba's threads when called from a process's main thread with more than one thread to use), or as the
 vectorised numpy code of :func:`newton_descent` (the reference, and the fallback without numba); the two agree to
 round-off, and the compiled code is three to five times faster.
 """
@@ -90,18 +91,39 @@ def prox_value(h, c, T, Vinv, sigma) -> np.ndarray:
     return 0.5 * np.einsum("bli,ij,blj->b", d, Vinv, d) + loss_and_derivatives(h, T, sigma, hess=False)[0]
 
 
+#: Below this many nodes the compiled descent runs in one thread (starting numba's threads costs more).
+THREADS_FROM = 2048
+
+
+def _use_threads(n_nodes: int) -> bool:
+    """Whether the compiled descent of ``n_nodes`` nodes runs on numba's threads: with more than one thread
+    available (``NUMBA_NUM_THREADS``, which joblib's process workers set to their share of the cores), at least
+    :data:`THREADS_FROM` nodes, and only from the main thread (a thread pool's workers, the threading and Dask
+    backends of :func:`attnlib.parallel.run_jobs`, run the one-thread kernel: numba's default thread pool does not
+    take launches from several threads at once)."""
+    import threading
+
+    import numba
+
+    return (n_nodes >= THREADS_FROM and numba.get_num_threads() > 1
+            and threading.current_thread() is threading.main_thread())
+
+
 def newton_descent(h0, c, T, Vinv, sigma, tol: float = 1e-10, max_iter: int = 100, backend: str = "auto"):
     """Local minimisation of ``F`` from ``h0`` at every node: saddle-free Newton with Armijo backtracking.
 
     Nodes whose gradient norm is below ``tol`` are dropped from the iteration. ``backend``: ``"numba"`` (the
-    compiled per-node kernel of ``attnlib.theory._general_prox_kernels``, the default when numba is installed)
-    or ``"numpy"`` (this vectorised code, the reference); they agree to round-off. Returns ``(h, F(h),
+    compiled per-node kernel of ``attnlib.theory._general_prox_kernels``, the default when numba is installed;
+    on numba's threads where :func:`_use_threads` allows, with the same per-node results) or ``"numpy"`` (this
+    vectorised code, the reference); they agree to round-off. Returns ``(h, F(h),
     |grad F|, iterations)``.
     """
     mu0 = 0.25 * float(np.linalg.eigvalsh(Vinv).min())
     if resolve_backend(backend) == "numba":
         f = np.ascontiguousarray
-        h, val, gn, it = _general_prox_kernels.newton_descent(
+        kernel = (_general_prox_kernels.newton_descent_parallel if _use_threads(len(h0))
+                  else _general_prox_kernels.newton_descent)
+        h, val, gn, it = kernel(
             f(h0, dtype=float), f(c, dtype=float), f(T, dtype=float), f(Vinv, dtype=float), float(sigma) ** 2, mu0,
             float(tol), int(max_iter))
         return h, val, gn, int(it)

@@ -156,7 +156,8 @@ class GeneralSolver:
     order : int
         log2 of the points of one scrambling of the symmetrised Sobol rule, in ``[6, 20]``.
     max_order : int
-        The rule is doubled up to this order while a relative standard error is above ``precision``.
+        The rule is refined up to this order while a relative standard error is above ``precision``: by
+        ``2 log2(ratio)`` doublings (at least one) when the errors are ``ratio`` times the target.
     seeds : tuple of int
         Scrambling seeds (at least two); one fixed point per seed.
     precision : float
@@ -684,9 +685,10 @@ def solve_general(params: TaskParams, alpha: float, branch: str = "semantic", ra
             outcomes.append(out)
         _common_gauge(outcomes)
         mean, err = _pool(outcomes)
-        if _precise(mean, err, params, solver.precision) or order >= solver.max_order:
+        ratio = _precision_ratio(mean, err, params, solver.precision)
+        if ratio <= 1.0 or order >= solver.max_order:
             break
-        order += 1
+        order = _next_order(order, ratio, solver.max_order)
         x0 = GeneralOverlaps(mean["q"], mean["M"], mean["V"], mean["theta"])
     converged = all(o.converged for o in outcomes)
     # a fixed point with a negative training loss (eps_t is a sum of squares plus a ridge term) is not a minimum
@@ -744,13 +746,32 @@ def _pool(outcomes):
     return {k: m for k, (m, _) in pooled.items()}, {k: e for k, (_, e) in pooled.items()}
 
 
-def _precise(mean, err, params, precision) -> bool:
-    """Whether the standard error of every entry of ``q``, ``M`` and ``theta`` is below ``precision`` times the
-    largest entry of its array, and those of ``eps_g`` and ``eps_t`` below ``precision`` times their values (a
-    scale below ``1e-3 rho``, an array a symmetry holds at zero, is replaced by ``1e-3 rho``)."""
+def _precision_ratio(mean, err, params, precision) -> float:
+    """The largest standard error of an entry of ``q``, ``M`` and ``theta`` relative to ``precision`` times the
+    largest entry of its array, and of ``eps_g`` and ``eps_t`` relative to ``precision`` times their values (a
+    scale below ``1e-3 rho``, an array a symmetry holds at zero, is replaced by ``1e-3 rho``); ``inf`` where an
+    error is NaN (an iterate outside the domain)."""
     floor = 1e-3 * params.rho
+    worst = 0.0
     for k in ("q", "M", "theta", "test_error", "train_loss"):
         scale = max(float(np.max(np.abs(mean[k]))), floor)
-        if not np.all(np.asarray(err[k]) <= precision * scale):  # NaN (an iterate outside the domain) fails
-            return False
-    return True
+        e = np.asarray(err[k], dtype=float)
+        if not np.all(np.isfinite(e)):
+            return math.inf
+        worst = max(worst, float(np.max(e)) / (precision * scale))
+    return worst
+
+
+def _precise(mean, err, params, precision) -> bool:
+    """Whether every standard error is within the target (:func:`_precision_ratio` at most 1)."""
+    return _precision_ratio(mean, err, params, precision) <= 1.0
+
+
+def _next_order(order: int, ratio: float, max_order: int) -> int:
+    """The rule's order after one that missed the target by ``ratio`` (> 1): the standard error of a scrambled
+    Sobol rule of an integrand with jumps falls at least as ``N^{-1/2}``, so ``2 log2(ratio)`` doublings are
+    expected to suffice; at least one, at most up to ``max_order``. Skipping the intermediate rules saves their
+    solves (each costs half the next)."""
+    if not math.isfinite(ratio):
+        return min(order + 1, max_order)
+    return min(max(order + 1, order + math.ceil(2.0 * math.log2(ratio) - 1e-9)), max_order)
