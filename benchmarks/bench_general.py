@@ -3,8 +3,10 @@
 Targets (2-core machine): one fixed point at L = 3, r = 1 <= 3 s and at L = 2, r = 2 <= 5 s at the precision of
 the default rule (2e-3 relative); the L = 2, rank-1 path no slower than before (0.22 s median).
 References in the same process: the L = 2, rank-1 solver at the same points (the general engine forced at L = 2
-by a GeneralSolver), the numpy proximal descents against the compiled (numba) ones on the same fixed points, and
-the general proximal search with the earlier start set (two radii and the diagonals).
+by a GeneralSolver), the numpy proximal descents against the compiled (numba) ones on the same fixed points, the
+compiled descent on one thread against numba's threads and the rule doubled one order at a time against the
+default jump by the missed precision (same fixed points), and the general proximal search with the earlier start
+set (two radii and the diagonals).
 
 Run: python benchmarks/bench_general.py [--quick]
 """
@@ -64,6 +66,22 @@ def main(quick: bool):
         (ra, ta), (rb, tb) = out["numba"], out["numpy"]
         print(f"  {label}: numba {ta:.1f} s, numpy {tb:.1f} s ({tb / ta:.1f}x); eps_t {ra.train_loss:.6f} vs "
               f"{rb.train_loss:.6f} (s.e. {ra.stderr['train_loss']:.1e})")
+
+    print("one thread + one doubling at a time (before) | threads + doubling | threads + order jump (default):")
+    import numba
+    jump = gse._next_order
+    for label, p_, alpha, branch, rank in cases:
+        row = []
+        for threads, step in ((1, "double"), (None, "double"), (None, "jump")):
+            numba.set_num_threads(threads or numba.config.NUMBA_NUM_THREADS)
+            gse._next_order = jump if step == "jump" else (lambda order, ratio, top: min(order + 1, top))
+            try:
+                res, t = timed(lambda: solve_state_evolution(p_, alpha, branch, rank=rank))
+            finally:
+                gse._next_order = jump
+                numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+            row.append(f"{t:.1f} s ({res.rule}, eps_t {res.train_loss:.6f})")
+        print(f"  {label}: " + " | ".join(row))
 
     print("L = 2, rank 2, free branch (split minimum):")
     for alpha in ((1.0,) if quick else (1.0, 2.0)):
