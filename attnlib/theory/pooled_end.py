@@ -23,6 +23,14 @@ Sobol rules of :func:`attnlib.solve_chord`, by a sweep that needs no tangent:
 The end's error is the bracket's half-width plus the pooled rule's own error, which the spread over independent
 seed sets measures (:func:`attnlib.theory.sweeps.phase_diagram` uses one seed set per scrambling of the
 continuation's rule, :func:`pooled_seeds`).
+
+Because each point of that sweep starts from the last one found, and the tail of small ``theta`` has several
+fixed points of the pooled rule, the end depends on the sweep's steps (by up to 0.05 in ``alpha`` at small
+``omega``). :func:`level_end` is path-independent: every fixed point is solved from the continuation's
+interpolation at its own ``alpha``, and the end is where ``theta`` falls to a resolution level
+(:data:`END_LEVEL` ``* rho``), bracketed and bisected. At ten ``omega`` in ``[0, 0.45]`` its spread over three
+disjoint seed sets is at most 0.017 (the sweep's 0.031), with half the fixed points
+(``benchmarks/bench_semantic_end.py``).
 """
 from __future__ import annotations
 
@@ -31,14 +39,16 @@ import time
 import warnings
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams, check_alpha, check_finite_scalar, check_int
 from .chord import CHORD_ORDER, CHORD_SEEDS, solve_chord
 from .continuation import VANISH_FLOOR, BranchTrace, defining_overlap
 from .state_evolution import Overlaps
 
-__all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "END_STEP", "END_RESOLUTION", "END_COLLAPSE",
-           "END_START"]
+__all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "level_end", "END_STEP", "END_RESOLUTION",
+           "END_COLLAPSE", "END_START", "END_LEVEL"]
 
 #: First sweep step towards the end, in ``log alpha``; it grows by half while the defining overlap changes by
 #: less than a fifth per step, up to :data:`END_MAX_STEP`.
@@ -123,6 +133,21 @@ class PooledEnd:
                 "converged": self.converged, "seconds": self.seconds}
 
 
+def _check_sweep(branch, side, step, resolution, max_solves):
+    """The checks :func:`pooled_end` and :func:`level_end` share: ``(step, resolution, max_solves)`` checked."""
+    if branch not in ("semantic", "positional"):
+        raise ValueError(f"branch must be 'semantic' or 'positional', got {branch!r}")
+    if side not in ("lower", "upper"):
+        raise ValueError(f"side must be 'lower' or 'upper', got {side!r}")
+    step = check_finite_scalar("step", step)
+    if not step > 0:
+        raise ValueError(f"step must lie in (0, inf), got {step!r}")
+    resolution = check_finite_scalar("resolution", resolution)
+    if not 0 < resolution <= step:
+        raise ValueError(f"resolution must lie in (0, step={step:g}], got {resolution!r}")
+    return step, resolution, check_int("max_solves", max_solves, 2)
+
+
 def pooled_end(params: TaskParams, branch: str, side: str, alpha0: float, start: Overlaps,
                seeds=CHORD_SEEDS, order: int = CHORD_ORDER, step: float = END_STEP,
                resolution: float = END_RESOLUTION, collapse: float = END_COLLAPSE,
@@ -169,23 +194,13 @@ def pooled_end(params: TaskParams, branch: str, side: str, alpha0: float, start:
         found at ``alpha0``, or when the sweep reaches ``alpha_limit`` or ``max_solves`` before an end.
     """
     t0 = time.perf_counter()
-    if branch not in ("semantic", "positional"):
-        raise ValueError(f"branch must be 'semantic' or 'positional', got {branch!r}")
-    if side not in ("lower", "upper"):
-        raise ValueError(f"side must be 'lower' or 'upper', got {side!r}")
+    step, resolution, max_solves = _check_sweep(branch, side, step, resolution, max_solves)
     alpha0 = check_alpha(alpha0)
     if not isinstance(start, (Overlaps, BranchTrace)):
         raise ValueError(f"start must be an Overlaps or BranchTrace instance, got {type(start).__name__}")
-    step = check_finite_scalar("step", step)
-    if not step > 0:
-        raise ValueError(f"step must lie in (0, inf), got {step!r}")
-    resolution = check_finite_scalar("resolution", resolution)
-    if not 0 < resolution <= step:
-        raise ValueError(f"resolution must lie in (0, step={step:g}], got {resolution!r}")
     collapse = check_finite_scalar("collapse", collapse)
     if not 0 <= collapse < 1:
         raise ValueError(f"collapse must lie in [0, 1), got {collapse!r}")
-    max_solves = check_int("max_solves", max_solves, 2)
     sign = -1.0 if side == "lower" else 1.0
     limit = alpha0 * math.exp(2.0 * sign) if alpha_limit is None else check_alpha(alpha_limit)
     if (limit - alpha0) * sign <= 0:
@@ -296,3 +311,149 @@ def semantic_end(params: TaskParams, solver=None, alpha_range=None, use_cache: b
     return cached("pooled-end", compute, use_cache=use_cache, params=params, branch="semantic", side="lower",
                   alpha0=alpha0, seeds=seeds, settings=settings, alpha_range=(lo, hi), order=CHORD_ORDER,
                   step=END_STEP, resolution=END_RESOLUTION, collapse=END_COLLAPSE)
+
+
+#: The resolution level of :func:`level_end`: a defining overlap below ``END_LEVEL * rho`` is not resolved by the
+#: pooled rule of order :data:`~attnlib.theory.chord.CHORD_ORDER` near the semantic end (independent seed sets agree
+#: on ``theta`` to a few 1e-3 above it, and scatter by its own size below it: the tail of small ``theta``).
+END_LEVEL = 0.12
+
+
+def level_end(params: TaskParams, branch: str, side: str, trace: BranchTrace, seeds=CHORD_SEEDS,
+              order: int = CHORD_ORDER, level: float = END_LEVEL, resolution: float = END_RESOLUTION,
+              step: float = 0.02, max_solves: int = 16) -> PooledEnd:
+    """Where the defining overlap of ``branch`` falls to ``level * rho`` on its ``side``, under the pooled rule:
+    the end of the part of the branch that the rule resolves.
+
+    Unlike :func:`pooled_end`, which follows the branch point by point (each fixed point solved from the last
+    one found, so that where the tail of small ``theta`` has several fixed points the end depends on the sweep's
+    steps), every fixed point here is solved from the continuation trace's interpolation at its own ``alpha``
+    (:meth:`BranchTrace.start_near`): the answer depends on ``alpha`` only, not on the path. A point is *above*
+    the level where the chord converges with the defining overlap at least ``level * rho``, else *below*. The
+    first point is where the trace crosses the level (linear in the squared overlap); steps of ``step`` in
+    ``log alpha``, doubling, bracket the crossing; bisection in ``log alpha`` closes the bracket to
+    ``resolution``. Inside the final bracket the end is interpolated linearly in the squared overlap when the
+    point below is a converged fixed point with an overlap of at least half the level (kind ``"level"``: the
+    overlap crosses the level continuously); otherwise the overlap jumps there (kind ``"fold"``) and the end is
+    the bracket's middle.
+
+    Parameters
+    ----------
+    params : TaskParams
+        The task.
+    branch : {"semantic", "positional"}
+        The branch (defining overlap ``theta`` or ``m``).
+    side : {"lower", "upper"}
+        The end towards small (``"lower"``) or large ``alpha``.
+    trace : BranchTrace
+        The branch traced by continuation (starts and the first guess).
+    seeds : sequence of int
+        Seeds of the pooled rule (:func:`pooled_seeds`).
+    order : int
+        log2 of the points per scrambling (fixed, no doubling).
+    level : float
+        In ``(VANISH_FLOOR, 1)``: the resolution level, in units of ``rho``.
+    resolution : float
+        Final bracket width in ``log alpha``, in ``(0, step]``.
+    step : float
+        First bracketing step in ``log alpha``, ``> 0``.
+    max_solves : int
+        Fixed points solved at most.
+
+    Returns
+    -------
+    PooledEnd
+        ``kind`` ``"level"`` or ``"fold"``; ``"lost"`` with ``converged=False`` (and a
+        :class:`~attnlib.exceptions.ConvergenceWarning`) when no crossing was bracketed within ``max_solves``
+        solves or the trace's range.
+    """
+    t0 = time.perf_counter()
+    step, resolution, max_solves = _check_sweep(branch, side, step, resolution, max_solves)
+    if not isinstance(trace, BranchTrace):
+        raise ValueError(f"trace must be a BranchTrace instance, got {type(trace).__name__}")
+    level = check_finite_scalar("level", level)
+    if not VANISH_FLOOR < level < 1:
+        raise ValueError(f"level must lie in ({VANISH_FLOOR:g}, 1), got {level!r}")
+    seeds = tuple(int(s) for s in seeds)
+    target = level * params.rho
+    sign = -1.0 if side == "lower" else 1.0   # direction towards the end
+    st = trace.stable
+    a_tr = st.alpha.to_numpy(float)
+    d_tr = np.array([defining_overlap(branch, r) for r in st.itertuples()])
+    if len(a_tr) == 0:
+        raise ValueError("the trace has no points")
+    solved = {}
+
+    def solve(alpha):
+        """(above the level?, defining overlap, converged?) of the pooled fixed point at ``alpha``."""
+        if alpha not in solved:
+            fp = pooled_point(params, alpha, branch, trace.start_near(alpha), seeds, order, 0.0)[1]
+            d = defining_overlap(branch, fp)
+            solved[alpha] = (bool(fp.converged) and d >= target, d, bool(fp.converged))
+        return solved[alpha]
+
+    def result(alpha, kind, bracket, overlap, converged):
+        if not converged:
+            warnings.warn(f"level_end: no {side} end of the {branch} branch bracketed at level {level:g} rho "
+                          f"(omega={params.omega:g}; {kind})", ConvergenceWarning, stacklevel=3)
+        return PooledEnd(branch=branch, side=side, alpha=alpha, kind=kind if converged else "lost",
+                         bracket=bracket, overlap=overlap, seeds=seeds, order=int(order), n_solves=len(solved),
+                         converged=converged, seconds=time.perf_counter() - t0)
+
+    # first guess: the trace's last crossing of the level towards the end (squared overlap linear in alpha)
+    order_idx = np.argsort(a_tr)[::-1] if side == "lower" else np.argsort(a_tr)
+    a_seq, d_seq = a_tr[order_idx], d_tr[order_idx]
+    above = d_seq >= target
+    if not above[0]:
+        a0 = float(a_seq[0])
+    else:
+        k = int(np.argmin(above)) if not above.all() else len(a_seq)
+        if k == len(a_seq):
+            a0 = float(a_seq[-1])
+        else:
+            y1, y2 = d_seq[k - 1] ** 2, d_seq[k] ** 2
+            a0 = float(a_seq[k - 1] + (target ** 2 - y1) * (a_seq[k] - a_seq[k - 1]) / (y2 - y1))
+    limit_lo, limit_hi = a_tr.min() * math.exp(-2.0), a_tr.max() * math.exp(2.0)
+    # bracket: a_in above the level, a_out below it
+    up0 = solve(a0)[0]
+    a_in = a_out = None
+    if up0:
+        a_in, h, a = a0, step, a0
+        while a_out is None:
+            a = a * math.exp(sign * h)
+            if not limit_lo <= a <= limit_hi or len(solved) >= max_solves:
+                return result(a_in, "the sweep reached its limit", (a_in, a_in), solve(a_in)[1], False)
+            if solve(a)[0]:
+                a_in = a
+            else:
+                a_out = a
+            h *= 2
+    else:
+        a_out, h, a = a0, step, a0
+        while a_in is None:
+            a = a * math.exp(-sign * h)
+            if not limit_lo <= a <= limit_hi or len(solved) >= max_solves:
+                return result(math.nan, "the branch is not resolved in the trace's range", (a_out, a_out),
+                              solve(a_out)[1], False)
+            if solve(a)[0]:
+                a_in = a
+            else:
+                a_out = a
+            h *= 2
+    while abs(math.log(a_out / a_in)) > resolution:
+        if len(solved) >= max_solves:
+            return result(a_in, "max_solves reached before the resolution", (a_in, a_out), solve(a_in)[1], False)
+        mid = math.sqrt(a_in * a_out)
+        if solve(mid)[0]:
+            a_in = mid
+        else:
+            a_out = mid
+    _, d_in, _ = solve(a_in)
+    _, d_out, conv_out = solve(a_out)
+    if conv_out and d_out >= 0.5 * target:   # crosses the level continuously: interpolate its square
+        y_in, y_out = d_in ** 2, d_out ** 2
+        end = a_in + (target ** 2 - y_in) * (a_out - a_in) / (y_out - y_in) if y_in != y_out else a_in
+        kind = "level"
+    else:                                     # jumps across the level: a fold of the resolved branch
+        end, kind = math.sqrt(a_in * a_out), "fold"
+    return result(float(end), kind, (a_in, a_out), d_in, True)
