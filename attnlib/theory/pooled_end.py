@@ -28,9 +28,12 @@ Because each point of that sweep starts from the last one found, and the tail of
 fixed points of the pooled rule, the end depends on the sweep's steps (by up to 0.05 in ``alpha`` at small
 ``omega``). :func:`level_end` is path-independent: every fixed point is solved from the continuation's
 interpolation at its own ``alpha``, and the end is where ``theta`` falls to a resolution level
-(:data:`END_LEVEL` ``* rho``), bracketed and bisected. At ten ``omega`` in ``[0, 0.45]`` its spread over three
-disjoint seed sets is at most 0.017 (the sweep's 0.031), with half the fixed points
-(``benchmarks/bench_semantic_end.py``).
+(:data:`END_LEVEL` ``* rho``), bracketed and bisected. At sigma = 0.5, lambda = 0.01 and ten ``omega`` in
+``[0, 0.45]`` its spread over three disjoint seed sets is at most 0.017 (the sweep's 0.031), with half the fixed
+points (``benchmarks/bench_semantic_end.py``). It is not the phase diagram's method: the level is a fixed fraction
+of ``rho``, calibrated there, and where ``theta`` rises gently from the end it cuts off a part of the branch that
+the rule does resolve (sigma = 0.4, omega = 0: 0.733 against the sweep's 0.543; lambda = 0.03, omega = 0.4: 0.942
+against 0.718; the continuation follows the branch down to the sweep's end in both).
 """
 from __future__ import annotations
 
@@ -336,6 +339,10 @@ def level_end(params: TaskParams, branch: str, side: str, trace: BranchTrace, se
     point below is a converged fixed point with an overlap of at least half the level (kind ``"level"``: the
     overlap crosses the level continuously); otherwise the overlap jumps there (kind ``"fold"``) and the end is
     the bracket's middle.
+
+    The level is in units of ``rho`` and calibrated at sigma = 0.5, lambda = 0.01, where independent seed sets
+    agree on ``theta`` above it; elsewhere the resolved part of a branch can reach below it, and the end found
+    here then lies above the branch's resolved end (module docstring).
 
     Parameters
     ----------
