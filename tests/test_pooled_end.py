@@ -1,6 +1,7 @@
 """The end of a branch under the pooled (default) rule (attnlib.theory.pooled_end): input checks, the warm
-evaluation the continuation's corrector uses equals the exact map, and the lower end of the semantic branch at
-omega = 0.3 is reproduced by an independent seed set within the pooled rule's error."""
+evaluation the continuation's corrector uses equals the exact map, the lower end of the semantic branch at
+omega = 0.3 is reproduced by an independent seed set within the pooled rule's error, and the level crossing
+(level_end) does not depend on its steps."""
 import math
 import warnings
 

@@ -413,40 +413,29 @@ def level_end(params: TaskParams, branch: str, side: str, trace: BranchTrace, se
     above = d_seq >= target
     if not above[0]:
         a0 = float(a_seq[0])
+    elif above.all():
+        a0 = float(a_seq[-1])
     else:
-        k = int(np.argmin(above)) if not above.all() else len(a_seq)
-        if k == len(a_seq):
-            a0 = float(a_seq[-1])
-        else:
-            y1, y2 = d_seq[k - 1] ** 2, d_seq[k] ** 2
-            a0 = float(a_seq[k - 1] + (target ** 2 - y1) * (a_seq[k] - a_seq[k - 1]) / (y2 - y1))
+        k = int(np.argmin(above))
+        y1, y2 = d_seq[k - 1] ** 2, d_seq[k] ** 2
+        a0 = float(a_seq[k - 1] + (target ** 2 - y1) * (a_seq[k] - a_seq[k - 1]) / (y2 - y1))
     limit_lo, limit_hi = a_tr.min() * math.exp(-2.0), a_tr.max() * math.exp(2.0)
-    # bracket: a_in above the level, a_out below it
-    up0 = solve(a0)[0]
-    a_in = a_out = None
-    if up0:
-        a_in, h, a = a0, step, a0
-        while a_out is None:
-            a = a * math.exp(sign * h)
-            if not limit_lo <= a <= limit_hi or len(solved) >= max_solves:
-                return result(a_in, "the sweep reached its limit", (a_in, a_in), solve(a_in)[1], False)
-            if solve(a)[0]:
-                a_in = a
-            else:
-                a_out = a
-            h *= 2
-    else:
-        a_out, h, a = a0, step, a0
-        while a_in is None:
-            a = a * math.exp(-sign * h)
-            if not limit_lo <= a <= limit_hi or len(solved) >= max_solves:
+    # bracket: a_in above the level, a_out below it; from above the level step towards the end, from below away
+    a, h = a0, step
+    a_in, a_out = (a0, None) if solve(a0)[0] else (None, a0)
+    direction = sign if a_in is not None else -sign
+    while a_in is None or a_out is None:
+        a = a * math.exp(direction * h)
+        if not limit_lo <= a <= limit_hi or len(solved) >= max_solves:
+            if a_in is None:
                 return result(math.nan, "the branch is not resolved in the trace's range", (a_out, a_out),
                               solve(a_out)[1], False)
-            if solve(a)[0]:
-                a_in = a
-            else:
-                a_out = a
-            h *= 2
+            return result(a_in, "the sweep reached its limit", (a_in, a_in), solve(a_in)[1], False)
+        if solve(a)[0]:
+            a_in = a
+        else:
+            a_out = a
+        h *= 2
     while abs(math.log(a_out / a_in)) > resolution:
         if len(solved) >= max_solves:
             return result(a_in, "max_solves reached before the resolution", (a_in, a_out), solve(a_in)[1], False)
@@ -457,10 +446,9 @@ def level_end(params: TaskParams, branch: str, side: str, trace: BranchTrace, se
             a_out = mid
     _, d_in, _ = solve(a_in)
     _, d_out, conv_out = solve(a_out)
-    if conv_out and d_out >= 0.5 * target:   # crosses the level continuously: interpolate its square
+    if conv_out and d_out >= 0.5 * target:   # crosses the level continuously (d_out < target <= d_in)
         y_in, y_out = d_in ** 2, d_out ** 2
-        end = a_in + (target ** 2 - y_in) * (a_out - a_in) / (y_out - y_in) if y_in != y_out else a_in
-        kind = "level"
+        end, kind = a_in + (target ** 2 - y_in) * (a_out - a_in) / (y_out - y_in), "level"
     else:                                     # jumps across the level: a fold of the resolved branch
         end, kind = math.sqrt(a_in * a_out), "fold"
     return result(float(end), kind, (a_in, a_out), d_in, True)
