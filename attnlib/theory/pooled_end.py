@@ -21,19 +21,18 @@ Sobol rules of :func:`attnlib.solve_chord`, by a sweep that needs no tangent:
    overlap (``"fold"``) and the end is the middle of the bracket.
 
 The end's error is the bracket's half-width plus the pooled rule's own error, which the spread over independent
-seed sets measures (:func:`attnlib.theory.sweeps.phase_diagram` uses one seed set per scrambling of the
-continuation's rule, :func:`pooled_seeds`).
+seed sets measures.
 
 Because each point of that sweep starts from the last one found, and the tail of small ``theta`` has several
 fixed points of the pooled rule, the end depends on the sweep's steps (by up to 0.05 in ``alpha`` at small
-``omega``). :func:`level_end` is path-independent: every fixed point is solved from the continuation's
-interpolation at its own ``alpha``, and the end is where ``theta`` falls to a resolution level
-(:data:`END_LEVEL` ``* rho``), bracketed and bisected. At sigma = 0.5, lambda = 0.01 and ten ``omega`` in
-``[0, 0.45]`` its spread over three disjoint seed sets is at most 0.017 (the sweep's 0.031), with half the fixed
-points (``benchmarks/bench_semantic_end.py``). It is not the phase diagram's method: the level is a fixed fraction
-of ``rho``, calibrated there, and where ``theta`` rises gently from the end it cuts off a part of the branch that
-the rule does resolve (sigma = 0.4, omega = 0: 0.733 against the sweep's 0.543; lambda = 0.03, omega = 0.4: 0.942
-against 0.718; the continuation follows the branch down to the sweep's end in both).
+``omega``). :func:`agreement_end` is path-independent: at each ``alpha`` the fixed points of three disjoint seed
+sets (each of :data:`AGREEMENT_ORDER`, one doubling above the default rule's) are solved from the continuation's
+interpolation at that ``alpha``, and the end is the last ``alpha`` at which they still agree (within
+:data:`END_AGREEMENT` of their mean), bracketed and bisected: the end of the part of the branch that the rule
+resolves, measured directly. :func:`semantic_end`, the phase diagram's semantic end (three disjoint seed sets per
+scrambling of the continuation's rule, :func:`agreement_seeds`), uses it (``benchmarks/bench_semantic_end.py`` compares it with the sweep). A fixed resolution level (the end where
+``theta`` falls to a set fraction of ``rho``) was tried too and dropped: calibrated at one (sigma, lambda), it cuts
+off resolved parts of the branch elsewhere (sigma = 0.4, omega = 0: 0.733 against 0.54-0.56 for both methods here).
 """
 from __future__ import annotations
 
@@ -50,8 +49,9 @@ from .chord import CHORD_ORDER, CHORD_SEEDS, solve_chord
 from .continuation import VANISH_FLOOR, BranchTrace, defining_overlap
 from .state_evolution import Overlaps
 
-__all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "level_end", "END_STEP", "END_RESOLUTION",
-           "END_COLLAPSE", "END_START", "END_LEVEL"]
+__all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "agreement_end", "agreement_seeds",
+           "END_STEP", "END_RESOLUTION", "END_COLLAPSE", "END_AGREEMENT", "AGREEMENT_START",
+           "AGREEMENT_ORDER", "AGREEMENT_RESOLUTION"]
 
 #: First sweep step towards the end, in ``log alpha``; it grows by half while the defining overlap changes by
 #: less than a fifth per step, up to :data:`END_MAX_STEP`.
@@ -101,7 +101,8 @@ class PooledEnd:
         The end; where ``converged`` is False, the last ``alpha`` at which the branch was found (it exists at least
         that far), NaN if it was not found at all.
     kind : str
-        ``"vanishes"`` or ``"fold"`` (module docstring), ``"lost"`` when no end was bracketed.
+        ``"vanishes"`` or ``"fold"`` (:func:`pooled_end`), ``"agreement"`` (:func:`agreement_end`), ``"lost"`` when
+        no end was bracketed.
     bracket : tuple of float
         ``(alpha found, alpha not found)`` around the end, the last two points of the sweep and bisection.
     overlap : float
@@ -137,7 +138,7 @@ class PooledEnd:
 
 
 def _check_sweep(branch, side, step, resolution, max_solves):
-    """The checks :func:`pooled_end` and :func:`level_end` share: ``(step, resolution, max_solves)`` checked."""
+    """The checks :func:`pooled_end` and :func:`agreement_end` share: ``(step, resolution, max_solves)`` checked."""
     if branch not in ("semantic", "positional"):
         raise ValueError(f"branch must be 'semantic' or 'positional', got {branch!r}")
     if side not in ("lower", "upper"):
@@ -278,20 +279,14 @@ def pooled_end(params: TaskParams, branch: str, side: str, alpha0: float, start:
     return result(float(end), kind, bracket, overlap, True)
 
 
-#: The sweep of :func:`semantic_end` starts where the trace's ``theta`` is this fraction of its value at the top of
-#: the range: well inside the branch, above the scale on which the continuation's end scatters.
-END_START = 0.5
-
-
 def semantic_end(params: TaskParams, solver=None, alpha_range=None, use_cache: bool = True) -> dict | None:
-    """The lower end of the semantic branch under the pooled rule, as a row of :meth:`PooledEnd.as_row`, cached.
+    """The lower end of the semantic branch under the pooled rule (:func:`agreement_end`), as a row of
+    :meth:`PooledEnd.as_row`, cached.
 
     The branch is traced by continuation (:func:`attnlib.theory.sweeps.branch_trace`, with ``solver`` and
-    ``alpha_range`` as there); the sweep of :func:`pooled_end` starts, from the trace's points, at the smallest
-    ``alpha`` above which the trace's ``theta`` stays above :data:`END_START` of its value at the top of the range,
-    with the seed set :func:`pooled_seeds` of the continuation rule's
-    scrambling (its quadrature ``seed``). None where the branch is not found, or where it reaches the lower end
-    of the range.
+    ``alpha_range`` as there); the end is the last ``alpha`` at which the three seed sets :func:`agreement_seeds`
+    of the continuation rule's scrambling (its quadrature ``seed``) agree on the branch, each fixed point solved from
+    the trace. None where the branch is not found, or where it reaches the lower end of the range.
     """
     from ..cache import cached
     from .sweeps import DEFAULT_RANGE, _range, _trace_range, branch_trace, continuation_settings
@@ -301,48 +296,103 @@ def semantic_end(params: TaskParams, solver=None, alpha_range=None, use_cache: b
     trace = branch_trace(params, "semantic", (lo, hi), settings, use_cache)
     if trace is None or trace.lower.kind == "range":
         return None
-    seeds = pooled_seeds(int(settings.solver.quadrature.seed))
-    st = trace.stable
-    theta = st.theta.abs().to_numpy()
-    below = st.alpha.to_numpy()[theta < END_START * theta[-1]]
-    alpha0 = float(below.max()) if len(below) else float(st.alpha.min())
-    alpha0 = float(st.alpha[st.alpha > alpha0].min()) if (st.alpha > alpha0).any() else alpha0
+    sets = agreement_seeds(int(settings.solver.quadrature.seed))
 
     def compute():
-        return pooled_end(params, "semantic", "lower", alpha0, trace, seeds=seeds, alpha_limit=lo).as_row()
+        return agreement_end(params, "semantic", "lower", trace, seed_sets=sets).as_row()
 
-    return cached("pooled-end", compute, use_cache=use_cache, params=params, branch="semantic", side="lower",
-                  alpha0=alpha0, seeds=seeds, settings=settings, alpha_range=(lo, hi), order=CHORD_ORDER,
-                  step=END_STEP, resolution=END_RESOLUTION, collapse=END_COLLAPSE)
-
-
-#: The resolution level of :func:`level_end`: a defining overlap below ``END_LEVEL * rho`` is not resolved by the
-#: pooled rule of order :data:`~attnlib.theory.chord.CHORD_ORDER` near the semantic end (independent seed sets agree
-#: on ``theta`` to a few 1e-3 above it, and scatter by its own size below it: the tail of small ``theta``).
-END_LEVEL = 0.12
+    return cached("agreement-end", compute, use_cache=use_cache, params=params, branch="semantic", side="lower",
+                  seed_sets=sets, settings=settings, alpha_range=(lo, hi), order=AGREEMENT_ORDER,
+                  tolerance=END_AGREEMENT, resolution=AGREEMENT_RESOLUTION, start=AGREEMENT_START)
 
 
-def level_end(params: TaskParams, branch: str, side: str, trace: BranchTrace, seeds=CHORD_SEEDS,
-              order: int = CHORD_ORDER, level: float = END_LEVEL, resolution: float = END_RESOLUTION,
-              step: float = 0.02, max_solves: int = 16) -> PooledEnd:
-    """Where the defining overlap of ``branch`` falls to ``level * rho`` on its ``side``, under the pooled rule:
-    the end of the part of the branch that the rule resolves.
+#: Largest relative spread (``(max - min) / mean``) of the defining overlap over independent seed sets at which
+#: :func:`agreement_end` counts them as agreeing. Above the semantic end the sets agree to ~10 % whatever the size
+#: of ``theta`` (0.04 rho at sigma = 0.4, 0.15 rho at omega = 0.425); just below it they part by 50-130 %.
+END_AGREEMENT = 0.25
 
-    Unlike :func:`pooled_end`, which follows the branch point by point (each fixed point solved from the last
-    one found, so that where the tail of small ``theta`` has several fixed points the end depends on the sweep's
-    steps), every fixed point here is solved from the continuation trace's interpolation at its own ``alpha``
-    (:meth:`BranchTrace.start_near`): the answer depends on ``alpha`` only, not on the path. A point is *above*
-    the level where the chord converges with the defining overlap at least ``level * rho``, else *below*. The
-    first point is where the trace crosses the level (linear in the squared overlap); steps of ``step`` in
-    ``log alpha``, doubling, bracket the crossing; bisection in ``log alpha`` closes the bracket to
-    ``resolution``. Inside the final bracket the end is interpolated linearly in the squared overlap when the
-    point below is a converged fixed point with an overlap of at least half the level (kind ``"level"``: the
-    overlap crosses the level continuously); otherwise the overlap jumps there (kind ``"fold"``) and the end is
-    the bracket's middle.
 
-    The level is in units of ``rho`` and calibrated at sigma = 0.5, lambda = 0.01, where independent seed sets
-    agree on ``theta`` above it; elsewhere the resolved part of a branch can reach below it, and the end found
-    here then lies above the branch's resolved end (module docstring).
+def agreement_seeds(scrambling: int, n_sets: int = 3) -> tuple:
+    """The ``n_sets`` disjoint seed sets of :func:`agreement_end` that go with scrambling ``scrambling`` of the
+    continuation's rule: :func:`pooled_seeds` of ``n_sets * scrambling`` to ``n_sets * scrambling + n_sets - 1``, so
+    that different scramblings use disjoint sets (scrambling 0 includes the default rule's seeds)."""
+    scrambling = check_int("scrambling", scrambling, 0)
+    n_sets = check_int("n_sets", n_sets, 2)
+    return tuple(pooled_seeds(n_sets * scrambling + k) for k in range(n_sets))
+
+
+#: log2 of the points per scrambling of the seed sets of :func:`agreement_end`: one doubling above the default
+#: rule's. With the default rule's own order the end spreads over scramblings by up to 0.046 in alpha at sigma = 0.5,
+#: lambda = 0.01 (the sets' fixed points near the end depend on the start), with this one by 0.013 at most at the
+#: three omega where it spread most (``benchmarks/bench_semantic_end.py``).
+AGREEMENT_ORDER = CHORD_ORDER + 1
+#: Final bracket width of :func:`agreement_end`, in ``log alpha`` (1 %: 0.006 in alpha at the semantic end, a third
+#: of the spread over scramblings).
+AGREEMENT_RESOLUTION = 0.01
+#: :func:`agreement_end` starts where the continuation trace's defining overlap falls to this fraction of ``rho``
+#: (a first guess near the end, from above: below the end independent seed sets can agree by chance in the tail).
+AGREEMENT_START = 0.15
+
+
+def _bracket_end(test, a0: float, sign: float, step: float, resolution: float, limits: tuple, exhausted):
+    """Bracket and bisect, in ``log alpha``, where the path-independent predicate ``test(alpha)`` (True: the branch
+    is resolved there) first turns False in the direction ``sign`` (-1: towards small ``alpha``). From ``a0``, equal
+    steps of ``step`` go towards the end while the test holds (so that a chance True beyond the first False is never
+    reached), or away from it until it holds, inside ``limits``; bisection then closes the bracket to
+    ``resolution``. ``exhausted()`` says when the solve budget is spent.
+
+    Returns ``(a_in, a_out, why)``: the last ``alpha`` where the test holds and the first where it fails (None
+    where not found), and an empty string, or the reason no bracket of width ``resolution`` was reached."""
+    a = a0
+    a_in, a_out = (a0, None) if test(a0) else (None, a0)
+    direction = sign if a_in is not None else -sign
+    while a_in is None or a_out is None:
+        a = a * math.exp(direction * step)
+        if not limits[0] <= a <= limits[1] or exhausted():
+            why = ("the branch is not resolved in the trace's range" if a_in is None
+                   else "the sweep reached its limit")
+            return a_in, a_out, why
+        if test(a):
+            a_in = a
+        else:
+            a_out = a
+    while abs(math.log(a_out / a_in)) > resolution:
+        if exhausted():
+            return a_in, a_out, "max_solves reached before the resolution"
+        mid = math.sqrt(a_in * a_out)
+        if test(mid):
+            a_in = mid
+        else:
+            a_out = mid
+    return a_in, a_out, ""
+
+
+def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace, seed_sets=None,
+                  order: int = AGREEMENT_ORDER, tolerance: float = END_AGREEMENT,
+                  resolution: float = AGREEMENT_RESOLUTION,
+                  step: float = 0.04, max_solves: int = 60) -> PooledEnd:
+    """The ``side`` end of the part of ``branch`` that the pooled rule resolves: the last ``alpha`` towards the
+    end at which independent seed sets of the rule still agree on the branch's fixed point.
+
+    At each ``alpha`` every seed set's fixed point is solved by chord steps from the continuation trace's
+    interpolation at that ``alpha`` (:meth:`BranchTrace.start_near`), so the answer depends on ``alpha`` only, not
+    on a path (unlike :func:`pooled_end`, where each point starts from the last one found and, in the tail of small
+    ``theta``, whose fixed points differ from one seed set to the next, the end depends on the sweep's steps). The
+    sets *agree* when every chord converges, every defining overlap is at least ``VANISH_FLOOR * rho``, and their
+    spread ``max - min`` is at most ``tolerance`` times their mean. Near the semantic end this is the rule's
+    resolution measured directly: above the end independent sets agree on ``theta`` to ~10 % whatever its size,
+    just below it they part at once (some collapse, others stay in a slowly falling tail). No level calibrated at
+    one (sigma, lambda) is needed. Near the end a seed set can have several fixed points, and which one the chord
+    reaches depends on the start, so that the end still depends on the trace, by up to 0.046 in ``alpha`` over
+    scramblings under the default rule's order; the seed sets here are one doubling larger
+    (:data:`AGREEMENT_ORDER`), which resolves the branch further down and brings that spread to 0.013 at most.
+
+    The first ``alpha`` is where the trace's defining overlap falls to :data:`AGREEMENT_START` ``* rho`` (its end
+    if it stays above); equal steps of ``step`` in ``log alpha`` go towards the end while the sets agree, or away
+    from it until they do, and bisection in ``log alpha`` closes the bracket to ``resolution``. Stepping from the
+    agreeing side matters: in the tail below the end the sets can agree by chance (a doubling bracket from the
+    trace's own end found such points, with ``theta`` of 0.01-0.02 ``rho``, 0.03 below the end). The end is the
+    bracket's geometric middle (kind ``"agreement"``); its error is the bracket's half-width plus the spread over other triples of seed sets (:func:`agreement_seeds` of other scramblings).
 
     Parameters
     ----------
@@ -353,102 +403,81 @@ def level_end(params: TaskParams, branch: str, side: str, trace: BranchTrace, se
     side : {"lower", "upper"}
         The end towards small (``"lower"``) or large ``alpha``.
     trace : BranchTrace
-        The branch traced by continuation (starts and the first guess).
-    seeds : sequence of int
-        Seeds of the pooled rule (:func:`pooled_seeds`).
+        The branch traced by continuation (the starts and the first ``alpha``).
+    seed_sets : sequence of sequences of int, optional
+        At least two disjoint seed sets of the pooled rule (default :func:`agreement_seeds` ``(0)``).
     order : int
-        log2 of the points per scrambling (fixed, no doubling).
-    level : float
-        In ``(VANISH_FLOOR, 1)``: the resolution level, in units of ``rho``.
+        log2 of the points per scrambling of every seed set (fixed, no doubling).
+    tolerance : float
+        Largest relative spread counted as agreement, in ``(0, 2)``.
     resolution : float
         Final bracket width in ``log alpha``, in ``(0, step]``.
     step : float
         First bracketing step in ``log alpha``, ``> 0``.
     max_solves : int
-        Fixed points solved at most.
+        Fixed points solved at most (all seed sets together).
 
     Returns
     -------
     PooledEnd
-        ``kind`` ``"level"`` or ``"fold"``; ``"lost"`` with ``converged=False`` (and a
-        :class:`~attnlib.exceptions.ConvergenceWarning`) when no crossing was bracketed within ``max_solves``
-        solves or the trace's range.
+        ``seeds`` all the sets' seeds in order, ``overlap`` the sets' mean defining overlap at the last ``alpha``
+        where they agree; ``"lost"`` with ``converged=False`` (and a
+        :class:`~attnlib.exceptions.ConvergenceWarning`) when no change was bracketed within ``max_solves`` solves
+        or the trace's range (``alpha`` then the last agreement found, NaN if none).
     """
     t0 = time.perf_counter()
     step, resolution, max_solves = _check_sweep(branch, side, step, resolution, max_solves)
     if not isinstance(trace, BranchTrace):
         raise ValueError(f"trace must be a BranchTrace instance, got {type(trace).__name__}")
-    level = check_finite_scalar("level", level)
-    if not VANISH_FLOOR < level < 1:
-        raise ValueError(f"level must lie in ({VANISH_FLOOR:g}, 1), got {level!r}")
-    seeds = tuple(int(s) for s in seeds)
-    target = level * params.rho
+    sets = agreement_seeds(0) if seed_sets is None else tuple(tuple(int(s) for s in ss) for ss in seed_sets)
+    flat = [s for ss in sets for s in ss]
+    if len(sets) < 2 or any(len(ss) < 2 for ss in sets) or len(set(flat)) != len(flat):
+        raise ValueError(f"seed_sets must be at least two disjoint sets of at least two seeds, got {seed_sets!r}")
+    tolerance = check_finite_scalar("tolerance", tolerance)
+    if not 0 < tolerance < 2:
+        raise ValueError(f"tolerance must lie in (0, 2), got {tolerance!r}")
     sign = -1.0 if side == "lower" else 1.0   # direction towards the end
     st = trace.stable
     a_tr = st.alpha.to_numpy(float)
-    d_tr = np.array([defining_overlap(branch, r) for r in st.itertuples()])
     if len(a_tr) == 0:
         raise ValueError("the trace has no points")
+    floor = VANISH_FLOOR * params.rho
     solved = {}
+    n_solves = 0
 
-    def solve(alpha):
-        """(above the level?, defining overlap, converged?) of the pooled fixed point at ``alpha``."""
+    def test(alpha):
+        """Whether the seed sets agree at ``alpha`` (their mean overlap kept in ``solved``)."""
+        nonlocal n_solves
         if alpha not in solved:
-            fp = pooled_point(params, alpha, branch, trace.start_near(alpha), seeds, order, 0.0)[1]
-            d = defining_overlap(branch, fp)
-            solved[alpha] = (bool(fp.converged) and d >= target, d, bool(fp.converged))
-        return solved[alpha]
+            start = trace.start_near(alpha)
+            d, ok = [], True
+            for ss in sets:
+                n_solves += 1
+                fp = pooled_point(params, alpha, branch, start, ss, order, 0.0)[1]
+                d.append(defining_overlap(branch, fp))
+                ok = ok and bool(fp.converged) and d[-1] >= floor
+                if not ok:
+                    break   # one set off the branch: no agreement, the others need not be solved
+            mean = float(np.mean(d))
+            solved[alpha] = (ok and max(d) - min(d) <= tolerance * mean, mean)
+        return solved[alpha][0]
 
-    def result(alpha, kind, bracket, overlap, converged):
-        if not converged:
-            warnings.warn(f"level_end: no {side} end of the {branch} branch bracketed at level {level:g} rho "
-                          f"(omega={params.omega:g}; {kind})", ConvergenceWarning, stacklevel=3)
-        return PooledEnd(branch=branch, side=side, alpha=alpha, kind=kind if converged else "lost",
-                         bracket=bracket, overlap=overlap, seeds=seeds, order=int(order), n_solves=len(solved),
-                         converged=converged, seconds=time.perf_counter() - t0)
-
-    # first guess: the trace's last crossing of the level towards the end (squared overlap linear in alpha)
-    order_idx = np.argsort(a_tr)[::-1] if side == "lower" else np.argsort(a_tr)
-    a_seq, d_seq = a_tr[order_idx], d_tr[order_idx]
-    above = d_seq >= target
-    if not above[0]:
-        a0 = float(a_seq[0])
-    elif above.all():
-        a0 = float(a_seq[-1])
+    d_tr = np.array([defining_overlap(branch, r) for r in st.itertuples()])
+    seq = np.argsort(a_tr)[::-1] if side == "lower" else np.argsort(a_tr)   # from inside towards the end
+    below = np.nonzero(d_tr[seq] < AGREEMENT_START * params.rho)[0]
+    a0 = float(a_tr[seq][below[0]] if len(below) else a_tr[seq][-1])
+    limits = (a_tr.min() * math.exp(-2.0), a_tr.max() * math.exp(2.0))
+    a_in, a_out, why = _bracket_end(test, a0, sign, step, resolution, limits,
+                                    lambda: n_solves + len(sets) > max_solves)
+    converged = not why
+    if converged:
+        end, bracket = math.sqrt(a_in * a_out), (a_in, a_out)
     else:
-        k = int(np.argmin(above))
-        y1, y2 = d_seq[k - 1] ** 2, d_seq[k] ** 2
-        a0 = float(a_seq[k - 1] + (target ** 2 - y1) * (a_seq[k] - a_seq[k - 1]) / (y2 - y1))
-    limit_lo, limit_hi = a_tr.min() * math.exp(-2.0), a_tr.max() * math.exp(2.0)
-    # bracket: a_in above the level, a_out below it; from above the level step towards the end, from below away
-    a, h = a0, step
-    a_in, a_out = (a0, None) if solve(a0)[0] else (None, a0)
-    direction = sign if a_in is not None else -sign
-    while a_in is None or a_out is None:
-        a = a * math.exp(direction * h)
-        if not limit_lo <= a <= limit_hi or len(solved) >= max_solves:
-            if a_in is None:
-                return result(math.nan, "the branch is not resolved in the trace's range", (a_out, a_out),
-                              solve(a_out)[1], False)
-            return result(a_in, "the sweep reached its limit", (a_in, a_in), solve(a_in)[1], False)
-        if solve(a)[0]:
-            a_in = a
-        else:
-            a_out = a
-        h *= 2
-    while abs(math.log(a_out / a_in)) > resolution:
-        if len(solved) >= max_solves:
-            return result(a_in, "max_solves reached before the resolution", (a_in, a_out), solve(a_in)[1], False)
-        mid = math.sqrt(a_in * a_out)
-        if solve(mid)[0]:
-            a_in = mid
-        else:
-            a_out = mid
-    _, d_in, _ = solve(a_in)
-    _, d_out, conv_out = solve(a_out)
-    if conv_out and d_out >= 0.5 * target:   # crosses the level continuously (d_out < target <= d_in)
-        y_in, y_out = d_in ** 2, d_out ** 2
-        end, kind = a_in + (target ** 2 - y_in) * (a_out - a_in) / (y_out - y_in), "level"
-    else:                                     # jumps across the level: a fold of the resolved branch
-        end, kind = math.sqrt(a_in * a_out), "fold"
-    return result(float(end), kind, (a_in, a_out), d_in, True)
+        end = math.nan if a_in is None else a_in
+        bracket = (a_in if a_in is not None else a_out,) * 2 if a_out is None or a_in is None else (a_in, a_out)
+        warnings.warn(f"agreement_end: no {side} end of the {branch} branch bracketed (omega={params.omega:g}; "
+                      f"{why})", ConvergenceWarning, stacklevel=2)
+    return PooledEnd(branch=branch, side=side, alpha=float(end), kind="agreement" if converged else "lost",
+                     bracket=tuple(float(b) for b in bracket),
+                     overlap=solved[a_in][1] if a_in is not None else math.nan, seeds=tuple(flat), order=int(order),
+                     n_solves=n_solves, converged=converged, seconds=time.perf_counter() - t0)
