@@ -174,6 +174,8 @@ def test_semantic_takeover_kinds():
                                  "exist")) == (0.6, "semantic end")
     lower = "the positional branch has the lower training loss wherever both exist"
     assert semantic_takeover(row(reason_alpha_c=lower)) == (1.5, "positional end")
+    # a positional end below the semantic end: no resolved informed minimum between them, semantic from its end
+    assert semantic_takeover(row(reason_alpha_c=lower, positional_upper_alpha=0.55)) == (0.6, "semantic end")
     a, kind = semantic_takeover(row(reason_alpha_c=lower, positional_upper_kind="range"))
     assert math.isnan(a) and kind == "beyond range"
     a, kind = semantic_takeover(row(reason_alpha_c=lower, positional_upper_kind="lost"))

@@ -752,7 +752,10 @@ def semantic_takeover(row) -> tuple[float, str]:
       the global minimum is positional or uninformed, above it semantic;
     * at the upper end of the positional branch (``"positional end"``, a fold or a vanishing) when the
       positional branch is lower wherever both exist and ends inside the semantic branch's range: the global
-      minimum jumps when the positional minimum disappears.
+      minimum jumps when the positional minimum disappears. Where that end lies below the semantic end (the
+      positional end is the continuation's, the semantic end the pooled rule's, and the continuation's semantic
+      branch reaches below the latter), no resolved informed minimum exists between the two ends and the switch
+      is at the semantic end (``"semantic end"``).
 
     Otherwise the switch lies beyond the range computed (``"beyond range"``: positional lower up to the top
     of the range) or cannot be placed (``"undetermined"``: no semantic branch, or the positional branch was
@@ -778,6 +781,9 @@ def semantic_takeover(row) -> tuple[float, str]:
         return float(sem), "semantic end"
     if REASON_LOWER.format(branch="positional") in reason:
         if pos_kind in ("fold", "vanishes"):
-            return float(get("positional_upper_alpha")), "positional end"
+            pos = float(get("positional_upper_alpha"))
+            if pos < sem:   # no resolved informed minimum between the two ends: semantic from its end on
+                return float(sem), "semantic end"
+            return pos, "positional end"
         return math.nan, "beyond range" if pos_kind == "range" else "undetermined"
     return math.nan, "undetermined"
