@@ -87,7 +87,9 @@ def test_columns_and_required_values(name):
             assert (df[f"found_{q}"] == df[q].notna()).all()
             assert df.loc[~df[f"found_{q}"], f"reason_{q}"].fillna("").astype(str).str.len().gt(0).all()
     for col in [c for c in df.columns if c.endswith("_kind") and not c.endswith("_kind_n")]:
-        assert set(df[col].dropna()) <= {"fold", "vanishes", "range", "lost", "absent"}, col
+        # the semantic lower end under the pooled rule is where independent seed sets stop agreeing
+        kinds = {"agreement", "lost"} if col == "semantic_lower_kind" else {"fold", "vanishes", "range", "lost", "absent"}
+        assert set(df[col].dropna()) <= kinds, col
 
 
 def test_metadata():
@@ -163,7 +165,13 @@ def test_alternative_and_slices_are_consistent():
         p = STANDARD.with_(sigma=r.sigma, lam=r.lam, omega=r.omega)
         assert r.eps_lin == pytest.approx(attnlib.linear_baseline_error(p), rel=1e-10)
     ok = sl[sl.found_alpha_c & sl.found_alpha_l]
-    assert len(ok) >= len(sl) // 2 and (ok.alpha_l >= ok.alpha_c - 1e-9).all()
+    assert (ok.alpha_l >= ok.alpha_c - 1e-9).all()
+    # a transition in at least 5 of the 12 rows: sigma = 0.4 at omega <= 0.2 and lambda = 0.03, where the positional
+    # branch spans the range and crosses the semantic one. Where the positional branch ends inside the range,
+    # whether it reaches the semantic one depends on where its continuation stops, which moves between machines
+    # (lambda = 0.003, omega = 0.4: a fold at 0.932 on one CPU, the same code losing it at 1.008 on another, with
+    # a crossing at 0.975 then), so those rows are not counted on.
+    assert len(ok) >= 5
 
 
 def test_validity_rows_follow_from_the_arbiter_table():
@@ -206,10 +214,9 @@ def test_semantic_takeover_in_the_slices():
 
     alpha_c and the semantic end are both placed under the pooled rule with the row's seed set, and a crossing
     below the end is refused (reason_alpha_c says so; the takeover is then at the end): a crossing lies strictly
-    above the end. The positional branch's upper end is the continuation's, under its own rule, which differs
-    from the pooled one near the ends by the quadrature error: that takeover may lie below the semantic end by
-    up to 1 % (in log alpha), a quarter of the largest spread of the end over independent seed sets in the
-    standard table (0.04 at alpha ~ 0.9)."""
+    above the end. The positional branch's upper end is the continuation's, under its own rule; where it lies below
+    the pooled semantic end (sigma = 0.6 and lambda = 0.003 at omega = 0.4, by 3 %), the takeover is at the semantic
+    end, so that it never lies below it."""
     from attnlib.theory.sweeps import REASON_BELOW_END, TAKEOVER_KINDS, semantic_takeover
 
     for name in ("phase_slices.csv", "phase_alternative.csv"):
@@ -226,7 +233,7 @@ def test_semantic_takeover_in_the_slices():
             if REASON_BELOW_END in str(r.reason_alpha_c):
                 assert kind == "semantic end", (name, r.omega)
             if np.isfinite(a):
-                assert math.log(a / r.semantic_lower_alpha) >= -0.01, (name, r.omega, a, r.semantic_lower_alpha)
+                assert a >= r.semantic_lower_alpha, (name, r.omega, a, r.semantic_lower_alpha)
     sl = load("phase_slices.csv")
     kinds = [semantic_takeover(r)[1] for r in sl.itertuples()]
     assert "undetermined" not in kinds
