@@ -456,10 +456,14 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
                 fp = pooled_point(params, alpha, branch, start, ss, order, 0.0)[1]
                 d.append(defining_overlap(branch, fp))
                 ok = ok and bool(fp.converged) and d[-1] >= floor
-                if not ok:
-                    break   # one set off the branch: no agreement, the others need not be solved
+                left = len(sets) - len(d)
+                if not ok or max(d) - min(d) > tolerance * (sum(d) + left * max(d)) / len(sets):
+                    # one set off the branch, or a spread that the remaining sets cannot bring within the
+                    # tolerance (they cannot narrow it, and raise the mean most by lying at the largest value)
+                    ok = False
+                    break
             mean = float(np.mean(d))
-            solved[alpha] = (ok and max(d) - min(d) <= tolerance * mean, mean)
+            solved[alpha] = (ok and max(d) - min(d) <= tolerance * mean, mean)   # (exact once all are solved)
         return solved[alpha][0]
 
     d_tr = np.array([defining_overlap(branch, r) for r in st.itertuples()])
