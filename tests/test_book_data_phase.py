@@ -88,7 +88,8 @@ def test_columns_and_required_values(name):
             assert df.loc[~df[f"found_{q}"], f"reason_{q}"].fillna("").astype(str).str.len().gt(0).all()
     for col in [c for c in df.columns if c.endswith("_kind") and not c.endswith("_kind_n")]:
         # the semantic lower end under the pooled rule is where independent seed sets stop agreeing
-        kinds = {"agreement", "lost"} if col == "semantic_lower_kind" else {"fold", "vanishes", "range", "lost", "absent"}
+        kinds = ({"agreement", "lost"} if col == "semantic_lower_kind"
+                 else {"fold", "vanishes", "range", "lost", "absent"})
         assert set(df[col].dropna()) <= kinds, col
 
 

@@ -6,10 +6,11 @@ nodes sit near a tie of the proximal problem, and the curve is S-shaped at the s
 a short unstable stretch, and a stable tail of small ``theta`` that vanishes further down): whether a continuation
 reports the fold or the tail's vanishing, and where, changes from one scrambling to the next (book chapter 6).
 Here the end is placed under the default rule of :func:`attnlib.solve_state_evolution`, the pooled scrambled
-Sobol rules of :func:`attnlib.solve_chord`, by a sweep that needs no tangent:
+Sobol rules of :func:`attnlib.solve_chord`, in two ways. :func:`pooled_end` sweeps, with no tangent:
 
 1. from a point of the branch well inside it (``alpha0``), ``log alpha`` moves towards the end in steps of
-   ``step`` (growing where the overlap changes little), each fixed point solved by chord steps from the last one found (``start_rule=False``), until
+   ``step`` (growing where the overlap changes little), each fixed point solved by chord steps from the last one
+   found (``start_rule=False``), until
    the branch is no longer found: the chord does not converge, the defining overlap (:func:`defining_overlap`)
    falls below ``VANISH_FLOOR * rho``, or it collapses, to less than ``collapse`` (one half) of its value at the
    last point found. The collapse is the fold seen from the pooled rule: past it the chord lands on the tail of
@@ -30,7 +31,8 @@ sets (each of :data:`AGREEMENT_ORDER`, one doubling above the default rule's) ar
 interpolation at that ``alpha``, and the end is the last ``alpha`` at which they still agree (within
 :data:`END_AGREEMENT` of their mean), bracketed and bisected: the end of the part of the branch that the rule
 resolves, measured directly. :func:`semantic_end`, the phase diagram's semantic end (three disjoint seed sets per
-scrambling of the continuation's rule, :func:`agreement_seeds`), uses it (``benchmarks/bench_semantic_end.py`` compares it with the sweep). A fixed resolution level (the end where
+scrambling of the continuation's rule, :func:`agreement_seeds`), uses it (``benchmarks/bench_semantic_end.py``
+compares it with the sweep). A fixed resolution level (the end where
 ``theta`` falls to a set fraction of ``rho``) was tried too and dropped: calibrated at one (sigma, lambda), it cuts
 off resolved parts of the branch elsewhere (sigma = 0.4, omega = 0: 0.733 against 0.54-0.56 for both methods here).
 """
@@ -49,8 +51,8 @@ from .chord import CHORD_ORDER, CHORD_SEEDS, solve_chord
 from .continuation import VANISH_FLOOR, BranchTrace, defining_overlap
 from .state_evolution import Overlaps
 
-__all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "agreement_end", "agreement_seeds",
-           "END_STEP", "END_RESOLUTION", "END_COLLAPSE", "END_AGREEMENT", "AGREEMENT_START",
+__all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "agreement_end",
+           "agreement_seeds", "END_STEP", "END_RESOLUTION", "END_COLLAPSE", "END_AGREEMENT", "AGREEMENT_START",
            "AGREEMENT_ORDER", "AGREEMENT_RESOLUTION"]
 
 #: First sweep step towards the end, in ``log alpha``; it grows by half while the defining overlap changes by
@@ -375,9 +377,10 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
     end at which independent seed sets of the rule still agree on the branch's fixed point.
 
     At each ``alpha`` every seed set's fixed point is solved by chord steps from the continuation trace's
-    interpolation at that ``alpha`` (:meth:`BranchTrace.start_near`), so the answer depends on ``alpha`` only, not
-    on a path (unlike :func:`pooled_end`, where each point starts from the last one found and, in the tail of small
-    ``theta``, whose fixed points differ from one seed set to the next, the end depends on the sweep's steps). The
+    interpolation at that ``alpha`` (:meth:`BranchTrace.start_near`), so the answer depends on ``alpha`` and the
+    trace only, not on a path (unlike :func:`pooled_end`, where each point starts from the last one found and, in
+    the tail of small ``theta``, whose fixed points differ from one seed set to the next, the end depends on the
+    sweep's steps). The
     sets *agree* when every chord converges, every defining overlap is at least ``VANISH_FLOOR * rho``, and their
     spread ``max - min`` is at most ``tolerance`` times their mean. Near the semantic end this is the rule's
     resolution measured directly: above the end independent sets agree on ``theta`` to ~10 % whatever its size,
@@ -392,7 +395,8 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
     from it until they do, and bisection in ``log alpha`` closes the bracket to ``resolution``. Stepping from the
     agreeing side matters: in the tail below the end the sets can agree by chance (a doubling bracket from the
     trace's own end found such points, with ``theta`` of 0.01-0.02 ``rho``, 0.03 below the end). The end is the
-    bracket's geometric middle (kind ``"agreement"``); its error is the bracket's half-width plus the spread over other triples of seed sets (:func:`agreement_seeds` of other scramblings).
+    bracket's geometric middle (kind ``"agreement"``); its error is the bracket's half-width plus the spread over
+    other triples of seed sets (:func:`agreement_seeds` of other scramblings).
 
     Parameters
     ----------
@@ -459,11 +463,11 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
                 left = len(sets) - len(d)
                 if not ok or max(d) - min(d) > tolerance * (sum(d) + left * max(d)) / len(sets):
                     # one set off the branch, or a spread that the remaining sets cannot bring within the
-                    # tolerance (they cannot narrow it, and raise the mean most by lying at the largest value)
+                    # tolerance (they cannot narrow it, and raise the mean most by lying at the largest value);
+                    # with every set solved (left = 0) this is the agreement criterion itself
                     ok = False
                     break
-            mean = float(np.mean(d))
-            solved[alpha] = (ok and max(d) - min(d) <= tolerance * mean, mean)   # (exact once all are solved)
+            solved[alpha] = (ok, float(np.mean(d)))
         return solved[alpha][0]
 
     d_tr = np.array([defining_overlap(branch, r) for r in st.itertuples()])
@@ -474,11 +478,12 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
     a_in, a_out, why = _bracket_end(test, a0, sign, step, resolution, limits,
                                     lambda: n_solves + len(sets) > max_solves)
     converged = not why
+    found = [a for a in (a_in, a_out) if a is not None]
+    bracket = tuple(found) if len(found) == 2 else (found[0], found[0])
     if converged:
-        end, bracket = math.sqrt(a_in * a_out), (a_in, a_out)
+        end = math.sqrt(a_in * a_out)
     else:
         end = math.nan if a_in is None else a_in
-        bracket = (a_in if a_in is not None else a_out,) * 2 if a_out is None or a_in is None else (a_in, a_out)
         warnings.warn(f"agreement_end: no {side} end of the {branch} branch bracketed (omega={params.omega:g}; "
                       f"{why})", ConvergenceWarning, stacklevel=2)
     return PooledEnd(branch=branch, side=side, alpha=float(end), kind="agreement" if converged else "lost",
