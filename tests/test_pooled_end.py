@@ -1,7 +1,9 @@
 """The end of a branch under the pooled (default) rule (attnlib.theory.pooled_end): input checks, the warm
 evaluation the continuation's corrector uses equals the exact map, the lower end of the semantic branch at
 omega = 0.3 is reproduced by an independent seed set within the pooled rule's error, and the agreement end
-(agreement_end, the phase diagram's) does not depend on its steps and is reproduced by other seed sets."""
+(agreement_end, the phase diagram's) does not depend on its steps and is reproduced by other seed sets; the
+positional branch's upper end placed the same way (positional_end) is reproduced by other seed sets and reaches
+the top of the range where the branch does; the bracketing on a known predicate (steps, growth, range edge)."""
 import math
 
 import numpy as np
@@ -9,8 +11,8 @@ import pytest
 
 from attnlib import TaskParams, solve_state_evolution
 from attnlib.theory.continuation import VANISH_FLOOR, Continuation, FixedPointMap
-from attnlib.theory.pooled_end import (AGREEMENT_ORDER, AGREEMENT_RESOLUTION, END_AGREEMENT, agreement_end,
-                                     agreement_seeds, pooled_end, pooled_point, pooled_seeds)
+from attnlib.theory.pooled_end import (AGREEMENT_ORDER, AGREEMENT_RESOLUTION, END_AGREEMENT, _bracket_end,
+                                     agreement_end, agreement_seeds, pooled_end, pooled_point, pooled_seeds)
 from attnlib.theory.sweeps import continuation_settings
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
@@ -107,12 +109,49 @@ def semantic_trace():
     ({"trace": (0.1, 0.0, 1.0, 0.1)}, "trace"),
     ({"seed_sets": [(3, 4, 5, 6)]}, "seed_sets"),
     ({"seed_sets": [(3, 4), (4, 5)]}, "seed_sets"),
+    ({"grow": 0.5}, "grow"),
+    ({"max_step": 0.01}, "max_step"),
+    ({"edge": -1.0}, "alpha"),
 ])
 def test_agreement_end_bad_input_names_the_parameter(semantic_trace, kwargs, match):
     args = dict(params=P, branch="semantic", side="lower", trace=semantic_trace)
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         agreement_end(**args)
+
+
+def _counting(predicate):
+    calls = []
+
+    def test(alpha):
+        calls.append(alpha)
+        return predicate(alpha)
+    return test, calls
+
+
+def test_bracket_end_steps_grow_stop_at_the_edge_and_never_pass_a_failure():
+    """The bracketing of agreement_end on a known predicate (no solves): equal steps from the resolved side close
+    in on the change to the resolution; growing steps reach a far change in fewer tests, each step at most
+    max_step; a predicate that holds up to the range's edge ends at the edge ("range"); a chance True beyond the
+    first False (the tail below an end) is never reached."""
+    limits, never = (0.01, 100.0), (lambda: False)
+    test, calls = _counting(lambda a: a < 1.7)
+    a_in, a_out, why = _bracket_end(test, 1.0, 1.0, 0.04, 0.01, limits, never)
+    assert why == "" and a_in < 1.7 <= a_out and math.log(a_out / a_in) <= 0.01 * 1.0001
+    equal = len(calls)
+    test, calls = _counting(lambda a: a < 1.7)
+    a_in, a_out, why = _bracket_end(test, 1.0, 1.0, 0.04, 0.01, limits, never, grow=1.5, max_step=0.16)
+    assert why == "" and a_in < 1.7 <= a_out and math.log(a_out / a_in) <= 0.01 * 1.0001
+    assert len(calls) < equal
+    steps = np.diff(np.log(calls[:calls.index(a_out) + 1]))
+    assert steps.max() <= 0.16 + 1e-12
+    test, calls = _counting(lambda a: a < 1.7)
+    a_in, a_out, why = _bracket_end(test, 1.0, 1.0, 0.04, 0.01, limits, never, grow=1.5, max_step=0.16, edge=1.5)
+    assert why == "range" and a_in == 1.5 and a_out is None and max(calls) == 1.5
+    # lower side: the predicate fails on (0.55, 0.6) and holds again below (a chance agreement in the tail)
+    test, calls = _counting(lambda a: not 0.55 < a < 0.6)
+    a_in, a_out, why = _bracket_end(test, 0.8, -1.0, 0.04, 0.01, limits, never)
+    assert why == "" and 0.6 <= a_in and a_out < 0.6 and min(calls) > 0.55
 
 
 def test_agreement_seeds_are_disjoint_across_scramblings():
@@ -149,3 +188,80 @@ def test_agreement_end_is_path_independent_and_reproduced_by_other_seed_sets(sem
     theta_out = [fp.theta for fp in fps_out]
     assert (not all(fp.converged for fp in fps_out) or min(theta_out) < VANISH_FLOOR * P.rho
             or max(theta_out) - min(theta_out) > END_AGREEMENT * np.mean(theta_out))
+
+
+def _positional_trace(params, scrambling):
+    from attnlib.theory.sweeps import DEFAULT_RANGE, _range, _trace_range, _with_scrambling, branch_trace
+
+    settings = _with_scrambling(continuation_settings(), scrambling)
+    lo, hi = _trace_range(*_range(DEFAULT_RANGE, None))
+    return settings, branch_trace(params, "positional", (lo, hi), settings)
+
+
+def test_positional_end_is_reproduced_by_other_seed_sets():
+    """The positional branch's upper end at omega = 0.1, where the continuation stops at a fold of its own rule's
+    S-shaped wiggles (1.076 to 1.265 over three scramblings on the machine that made the phase table): placed
+    where three seed sets stop agreeing on m, it is reproduced by the sets of another scrambling within 0.05
+    (spread 0.033 over three scramblings there). At the bracket's resolved side the sets agree on a resolved m,
+    at its other side they do not."""
+    from attnlib.theory.pooled_end import positional_end
+
+    p = P.with_(omega=0.1)
+    ends = []
+    for s in (0, 1):
+        settings, trace = _positional_trace(p, s)
+        assert trace.upper.kind in ("fold", "lost")   # the continuation stops inside the range
+        row = positional_end(p, settings)
+        assert row["kind"] == "agreement" and row["converged"] and row["n_solves"] <= 60
+        lo, hi = row["bracket_lo"], row["bracket_hi"]
+        assert math.log(hi / lo) <= AGREEMENT_RESOLUTION * 1.0001 and lo <= row["alpha"] <= hi
+        assert row["overlap"] >= 0.2 * p.rho
+        ends.append(row["alpha"])
+        if s == 0:
+            m_in = [pooled_point(p, lo, "positional", trace.start_near(lo), ss, AGREEMENT_ORDER, 0.0)[1].m
+                    for ss in agreement_seeds(0)]
+            assert max(m_in) - min(m_in) <= END_AGREEMENT * np.mean(m_in)
+            assert np.mean(m_in) == pytest.approx(row["overlap"], rel=1e-6)
+    assert abs(ends[0] - ends[1]) <= 0.05
+
+
+def test_positional_end_reaches_the_top_of_the_range_where_the_branch_does():
+    """At omega = 0.3 the positional branch exists up to the top of the range (alpha = 6); a continuation that
+    stops before it at a wiggle of its own rule (scrambling 1 stopped at 1.96 on the machine that made the
+    phase table) is carried on by the seed sets to the top: kind "range", alpha = 6 (None where the continuation
+    itself reached it)."""
+    from attnlib.theory.pooled_end import positional_end
+
+    settings, trace = _positional_trace(P, 1)
+    row = positional_end(P, settings)
+    if trace.upper.kind == "range":
+        assert row is None
+    else:
+        assert row["kind"] == "range" and row["alpha"] == pytest.approx(6.0) and row["converged"]
+        assert row["overlap"] >= 0.5 * P.rho
+
+
+def test_an_end_agreed_only_off_the_traced_branch_is_refused():
+    """_off_trace (positional_end returns None there, keeping the continuation's end): an end below the trace's last
+    point at which the sets' mean m is below half the trace's is an agreement on a collapsed value (the positional
+    branch of the alternative A at omega = 0.1, m ~0.02: the sets agreed only at alpha = 0.2 on m = 0.005); one at
+    the trace's m, or beyond the trace's last point, stands."""
+    import pandas as pd
+
+    from attnlib.theory.continuation import BranchEnd, BranchTrace
+    from attnlib.theory.pooled_end import PooledEnd, _off_trace
+
+    alpha = np.geomspace(0.2, 0.7, 8)
+    table = pd.DataFrame({"alpha": alpha, "q": 0.03, "m": 0.02, "V": 20.0, "theta": 0.0, "partner": False})
+    trace = BranchTrace(params=P, branch="positional", table=table, lower=BranchEnd("range", 0.2, ""),
+                        upper=BranchEnd("lost", 0.7, ""), alpha_range=(0.2, 6.0), converged=True, seconds=0.0,
+                        n_evaluations=0)
+
+    def end(a, m, kind="agreement"):
+        return PooledEnd(branch="positional", side="upper", alpha=a, kind=kind, bracket=(a, 1.01 * a), overlap=m,
+                         train_loss=0.0, seeds=(3, 4), order=16, n_solves=3, converged=True, seconds=0.0)
+
+    assert _off_trace(end(0.2, 0.005), trace)
+    assert not _off_trace(end(0.2, 0.015), trace)
+    assert not _off_trace(end(0.9, 0.005), trace)          # beyond the trace: the chain's collapse guard applies
+    assert not _off_trace(end(0.2, 0.005, "range"), trace)

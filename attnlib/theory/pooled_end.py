@@ -32,7 +32,10 @@ interpolation at that ``alpha``, and the end is the last ``alpha`` at which they
 :data:`END_AGREEMENT` of their mean), bracketed and bisected: the end of the part of the branch that the rule
 resolves, measured directly. :func:`semantic_end`, the phase diagram's semantic end (three disjoint seed sets per
 scrambling of the continuation's rule, :func:`agreement_seeds`), uses it (``benchmarks/bench_semantic_end.py``
-compares it with the sweep). A fixed resolution level (the end where
+compares it with the sweep), and so does :func:`positional_end`, the positional branch's upper end where the
+continuation stops inside the range (its single rule's wiggles stop it early): from the continuation's last point
+the sets step on in growing steps, beyond the trace a set that fails from its last point being solved again from
+its own fixed point at the last agreement. A fixed resolution level (the end where
 ``theta`` falls to a set fraction of ``rho``) was tried too and dropped: calibrated at one (sigma, lambda), it cuts
 off resolved parts of the branch elsewhere (sigma = 0.4, omega = 0: 0.733 against 0.54-0.56 for both methods here).
 """
@@ -51,9 +54,9 @@ from .chord import CHORD_ORDER, CHORD_SEEDS, solve_chord
 from .continuation import VANISH_FLOOR, BranchTrace, defining_overlap
 from .state_evolution import Overlaps
 
-__all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "agreement_end",
-           "agreement_seeds", "END_STEP", "END_RESOLUTION", "END_COLLAPSE", "END_AGREEMENT", "AGREEMENT_START",
-           "AGREEMENT_ORDER", "AGREEMENT_RESOLUTION"]
+__all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "positional_end",
+           "agreement_end", "agreement_seeds", "END_STEP", "END_RESOLUTION", "END_COLLAPSE", "END_AGREEMENT",
+           "AGREEMENT_START", "AGREEMENT_ORDER", "AGREEMENT_RESOLUTION", "POSITIONAL_STEP", "POSITIONAL_MAX_STEP"]
 
 #: First sweep step towards the end, in ``log alpha``; it grows by half while the defining overlap changes by
 #: less than a fifth per step, up to :data:`END_MAX_STEP`.
@@ -109,6 +112,8 @@ class PooledEnd:
         ``(alpha found, alpha not found)`` around the end, the last two points of the sweep and bisection.
     overlap : float
         The defining overlap at the last point found.
+    train_loss : float
+        The training loss ``eps_t`` there (:func:`agreement_end`: the sets' mean; NaN from :func:`pooled_end`).
     seeds : tuple of int
     order : int
         log2 of the points per scrambling of the pooled rule.
@@ -125,6 +130,7 @@ class PooledEnd:
     kind: str
     bracket: tuple
     overlap: float
+    train_loss: float
     seeds: tuple
     order: int
     n_solves: int
@@ -135,6 +141,7 @@ class PooledEnd:
         """A flat row for tables."""
         return {"branch": self.branch, "side": self.side, "alpha": self.alpha, "kind": self.kind,
                 "bracket_lo": min(self.bracket), "bracket_hi": max(self.bracket), "overlap": self.overlap,
+                "train_loss": self.train_loss,
                 "seeds": ",".join(str(s) for s in self.seeds), "order": self.order, "n_solves": self.n_solves,
                 "converged": self.converged, "seconds": self.seconds}
 
@@ -227,8 +234,8 @@ def pooled_end(params: TaskParams, branch: str, side: str, alpha0: float, start:
             warnings.warn(f"pooled_end: no {side} end of the {branch} branch bracketed from alpha0={alpha0:g} "
                           f"(omega={params.omega:g}; {kind})", ConvergenceWarning, stacklevel=3)
         return PooledEnd(branch=branch, side=side, alpha=alpha, kind=kind if converged else "lost",
-                         bracket=bracket, overlap=overlap, seeds=seeds, order=int(order), n_solves=n_solves,
-                         converged=converged, seconds=time.perf_counter() - t0)
+                         bracket=bracket, overlap=overlap, train_loss=math.nan, seeds=seeds, order=int(order),
+                         n_solves=n_solves, converged=converged, seconds=time.perf_counter() - t0)
 
     a = alpha0
     backs = max_back if isinstance(start, BranchTrace) else 0
@@ -281,6 +288,74 @@ def pooled_end(params: TaskParams, branch: str, side: str, alpha0: float, start:
     return result(float(end), kind, bracket, overlap, True)
 
 
+def _end_of_trace(params: TaskParams, branch: str, side: str, solver, alpha_range, use_cache: bool, key: str,
+                  stops_inside, key_extra: dict, **options) -> dict | None:
+    """:func:`agreement_end` of ``branch`` on its continuation trace (the phase diagram's settings and range, the
+    seed sets :func:`agreement_seeds` of the continuation rule's scrambling; ``options`` passed on, ``edge=True``
+    for the range's end on ``side``) as a cached row, under cache key ``key`` with every setting and
+    ``key_extra``; None where the branch is not found or ``stops_inside(trace)`` is False."""
+    from ..cache import cached
+    from .sweeps import DEFAULT_RANGE, _range, _trace_range, branch_trace, continuation_settings
+
+    settings = continuation_settings(solver)
+    lo, hi = _trace_range(*_range(DEFAULT_RANGE if alpha_range is None else alpha_range, None))
+    trace = branch_trace(params, branch, (lo, hi), settings, use_cache)
+    if trace is None or not stops_inside(trace):
+        return None
+    sets = agreement_seeds(int(settings.solver.quadrature.seed))
+    edge = {"upper": hi, "lower": lo}[side] if options.pop("edge", False) else None
+
+    def compute():
+        end = agreement_end(params, branch, side, trace, seed_sets=sets, edge=edge, **options)
+        if branch == "positional" and _off_trace(end, trace):
+            return None
+        row = end.as_row()
+        if branch == "positional":
+            row["gap"] = _semantic_gap(params, row, sets, settings, (lo, hi), use_cache)
+        return row
+
+    key_options = {k: v for k, v in options.items() if k != "chain"}
+    return cached(key, compute, use_cache=use_cache, params=params, branch=branch, side=side, seed_sets=sets,
+                  settings=settings, alpha_range=(lo, hi), order=AGREEMENT_ORDER, tolerance=END_AGREEMENT,
+                  resolution=AGREEMENT_RESOLUTION, **key_options, **key_extra)
+
+
+def _off_trace(end: PooledEnd, trace: BranchTrace) -> bool:
+    """Whether the seed sets agreed only away from the traced branch: an end inside the trace (below its last point
+    towards the end) at which the sets' mean defining overlap is below :data:`END_COLLAPSE` times the trace's there.
+    They then never resolved the traced branch near its end, and their agreement is on a collapsed value (the
+    positional branch of the alternative A at omega = 0.1, whose m is ~0.02: the sets agree only at alpha = 0.2,
+    on m = 0.005 against the trace's 0.015)."""
+    if end.kind != "agreement":
+        return False
+    a = min(end.bracket) if end.side == "upper" else max(end.bracket)
+    st = trace.stable.alpha
+    inside = a < st.max() if end.side == "upper" else a > st.min()
+    return bool(inside and end.overlap < END_COLLAPSE * defining_overlap(end.branch, trace.start_near(a)))
+
+
+def _semantic_gap(params: TaskParams, row: dict, sets, settings, alpha_range, use_cache: bool) -> float:
+    """``eps_t(semantic) - eps_t(positional)`` at the resolved side of a positional end ``row`` (positive: the
+    positional branch is still the lower there), both the means of the seed sets ``sets``, the semantic fixed points
+    solved from the semantic branch's continuation trace; NaN where the end was not placed or the semantic branch is
+    not resolved there (a set does not converge, or its ``theta`` is below ``VANISH_FLOOR * rho``)."""
+    from .sweeps import branch_trace
+
+    alpha = row["bracket_lo"]
+    if row["kind"] not in ("agreement", "range") or not math.isfinite(row["train_loss"]):
+        return math.nan
+    trace = branch_trace(params, "semantic", alpha_range, settings, use_cache)
+    if trace is None or alpha < trace.stable.alpha.min():
+        return math.nan
+    losses = []
+    for ss in sets:
+        fp = pooled_point(params, alpha, "semantic", trace.start_near(alpha), ss, AGREEMENT_ORDER, 0.0)[1]
+        if not (fp.converged and fp.mean["theta"] >= VANISH_FLOOR * params.rho):
+            return math.nan
+        losses.append(fp.mean["train_loss"])
+    return float(np.mean(losses)) - row["train_loss"]
+
+
 def semantic_end(params: TaskParams, solver=None, alpha_range=None, use_cache: bool = True) -> dict | None:
     """The lower end of the semantic branch under the pooled rule (:func:`agreement_end`), as a row of
     :meth:`PooledEnd.as_row`, cached.
@@ -290,22 +365,31 @@ def semantic_end(params: TaskParams, solver=None, alpha_range=None, use_cache: b
     of the continuation rule's scrambling (its quadrature ``seed``) agree on the branch, each fixed point solved from
     the trace. None where the branch is not found, or where it reaches the lower end of the range.
     """
-    from ..cache import cached
-    from .sweeps import DEFAULT_RANGE, _range, _trace_range, branch_trace, continuation_settings
+    return _end_of_trace(params, "semantic", "lower", solver, alpha_range, use_cache, "agreement-end",
+                         lambda trace: trace.lower.kind != "range", {"start": AGREEMENT_START})
 
-    settings = continuation_settings(solver)
-    lo, hi = _trace_range(*_range(DEFAULT_RANGE if alpha_range is None else alpha_range, None))
-    trace = branch_trace(params, "semantic", (lo, hi), settings, use_cache)
-    if trace is None or trace.lower.kind == "range":
-        return None
-    sets = agreement_seeds(int(settings.solver.quadrature.seed))
 
-    def compute():
-        return agreement_end(params, "semantic", "lower", trace, seed_sets=sets).as_row()
+def positional_end(params: TaskParams, solver=None, alpha_range=None, use_cache: bool = True) -> dict | None:
+    """The upper end of the positional branch under the pooled rule (:func:`agreement_end`), as a row of
+    :meth:`PooledEnd.as_row`, cached.
 
-    return cached("agreement-end", compute, use_cache=use_cache, params=params, branch="semantic", side="lower",
-                  seed_sets=sets, settings=settings, alpha_range=(lo, hi), order=AGREEMENT_ORDER,
-                  tolerance=END_AGREEMENT, resolution=AGREEMENT_RESOLUTION, start=AGREEMENT_START)
+    The branch is traced by continuation (:func:`attnlib.theory.sweeps.branch_trace`, ``solver`` and
+    ``alpha_range`` as there). Where the continuation stops inside the range (a fold or a lost branch: under its
+    single rule, small S-shaped wiggles of the curve stop it early, by up to 0.2 in ``alpha`` at omega = 0.1),
+    the end is the last ``alpha`` at which the three seed sets :func:`agreement_seeds` of the continuation rule's
+    scrambling agree on ``m``: from the trace's last point, steps of :data:`POSITIONAL_STEP` growing by half up
+    to :data:`POSITIONAL_MAX_STEP` while they agree, a set that fails from the trace's last point solved again
+    from its own fixed point at the last agreement (``chain``), up to the top of the range (kind ``"range"`` when
+    they still agree there). None where the branch is not found, where the continuation reaches the top of the
+    range, or where the sets agree only off the traced branch (at an ``alpha`` of the trace, on a defining overlap
+    below half the trace's there): the continuation's own end stands there. The row has one more entry, ``gap``:
+    the semantic minus the positional training loss at the end's resolved side (both the seed sets' means; NaN
+    where the semantic branch is not resolved there), which says whether the positional branch is still the lower
+    one where it ends (:func:`attnlib.theory.sweeps.semantic_takeover`).
+    """
+    return _end_of_trace(params, "positional", "upper", solver, alpha_range, use_cache, "positional-end",
+                         lambda trace: trace.upper.kind != "range", {}, step=POSITIONAL_STEP, grow=1.5,
+                         max_step=POSITIONAL_MAX_STEP, edge=True, chain=True, max_solves=POSITIONAL_MAX_SOLVES)
 
 
 #: Largest relative spread (``(max - min) / mean``) of the defining overlap over independent seed sets at which
@@ -336,26 +420,48 @@ AGREEMENT_RESOLUTION = 0.01
 AGREEMENT_START = 0.15
 
 
-def _bracket_end(test, a0: float, sign: float, step: float, resolution: float, limits: tuple, exhausted):
+#: First step of :func:`positional_end` beyond the continuation's last point, in ``log alpha``.
+POSITIONAL_STEP = 0.04
+#: Longest step of :func:`positional_end` (the steps grow by half while the seed sets agree: the end can lie up to
+#: 0.3 in ``log alpha`` beyond the continuation's last point, or the branch can reach the top of the range).
+POSITIONAL_MAX_STEP = 0.16
+#: Fixed points solved at most by :func:`positional_end` (a set that fails from the trace beyond its last point is
+#: solved twice; 43 solves at most at sigma = 0.5, lambda = 0.01).
+POSITIONAL_MAX_SOLVES = 90
+
+
+def _bracket_end(test, a0: float, sign: float, step: float, resolution: float, limits: tuple, exhausted,
+                 grow: float = 1.0, max_step: float | None = None, edge: float | None = None):
     """Bracket and bisect, in ``log alpha``, where the path-independent predicate ``test(alpha)`` (True: the branch
     is resolved there) first turns False in the direction ``sign`` (-1: towards small ``alpha``). From ``a0``, equal
     steps of ``step`` go towards the end while the test holds (so that a chance True beyond the first False is never
     reached), or away from it until it holds, inside ``limits``; bisection then closes the bracket to
-    ``resolution``. ``exhausted()`` says when the solve budget is spent.
+    ``resolution``. ``exhausted()`` says when the solve budget is spent. With ``grow > 1`` every step towards the
+    end after one where the test held is ``grow`` times longer, up to ``max_step``. With ``edge`` (the end of the
+    computed range in the direction ``sign``), the steps towards the end stop there: a test that holds at ``edge``
+    ends the search (the branch reaches the range's end).
 
     Returns ``(a_in, a_out, why)``: the last ``alpha`` where the test holds and the first where it fails (None
-    where not found), and an empty string, or the reason no bracket of width ``resolution`` was reached."""
+    where not found), and an empty string, ``"range"`` when the test held at ``edge``, or the reason no bracket
+    of width ``resolution`` was reached."""
+    max_step = step if max_step is None else max_step
     a = a0
     a_in, a_out = (a0, None) if test(a0) else (None, a0)
     direction = sign if a_in is not None else -sign
     while a_in is None or a_out is None:
         a = a * math.exp(direction * step)
+        if edge is not None and direction == sign and (a - edge) * sign >= 0:
+            a = edge
         if not limits[0] <= a <= limits[1] or exhausted():
             why = ("the branch is not resolved in the trace's range" if a_in is None
                    else "the sweep reached its limit")
             return a_in, a_out, why
         if test(a):
             a_in = a
+            if a == edge:
+                return a_in, None, "range"
+            if direction == sign:
+                step = min(step * grow, max_step)
         else:
             a_out = a
     while abs(math.log(a_out / a_in)) > resolution:
@@ -372,7 +478,8 @@ def _bracket_end(test, a0: float, sign: float, step: float, resolution: float, l
 def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace, seed_sets=None,
                   order: int = AGREEMENT_ORDER, tolerance: float = END_AGREEMENT,
                   resolution: float = AGREEMENT_RESOLUTION,
-                  step: float = 0.04, max_solves: int = 60) -> PooledEnd:
+                  step: float = 0.04, max_solves: int = 60, grow: float = 1.0, max_step: float | None = None,
+                  edge: float | None = None, chain: bool = False) -> PooledEnd:
     """The ``side`` end of the part of ``branch`` that the pooled rule resolves: the last ``alpha`` towards the
     end at which independent seed sets of the rule still agree on the branch's fixed point.
 
@@ -420,12 +527,26 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
         First bracketing step in ``log alpha``, ``> 0``.
     max_solves : int
         Fixed points solved at most (all seed sets together).
+    grow : float
+        ``>= 1``: each step towards the end after one at which the sets agreed is this many times longer, up to
+        ``max_step`` (for an end that can lie far beyond the trace's last point).
+    max_step : float, optional
+        Longest step in ``log alpha`` (default ``step``), ``>= step``.
+    edge : float, optional
+        The end of the computed range on ``side``: the steps stop there, and sets that agree at ``edge`` give the
+        kind ``"range"`` (the branch reaches the end of the range; ``alpha = edge``).
+    chain : bool
+        Beyond the trace's last point on ``side`` (where :meth:`BranchTrace.start_near` has only that point), a
+        set whose chord from that point fails is solved again from its own fixed point at the nearest ``alpha``
+        where the sets agreed, and each set's defining overlap must be at least :data:`END_COLLAPSE` times the
+        sets' mean there (a collapse past a fold is not the branch). The end can then depend on the steps taken
+        beyond the trace, not only on ``alpha`` and the trace.
 
     Returns
     -------
     PooledEnd
         ``seeds`` all the sets' seeds in order, ``overlap`` the sets' mean defining overlap at the last ``alpha``
-        where they agree; ``"lost"`` with ``converged=False`` (and a
+        where they agree; kind ``"range"`` when they agree at ``edge``; ``"lost"`` with ``converged=False`` (and a
         :class:`~attnlib.exceptions.ConvergenceWarning`) when no change was bracketed within ``max_solves`` solves
         or the trace's range (``alpha`` then the last agreement found, NaN if none).
     """
@@ -440,26 +561,52 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
     tolerance = check_finite_scalar("tolerance", tolerance)
     if not 0 < tolerance < 2:
         raise ValueError(f"tolerance must lie in (0, 2), got {tolerance!r}")
+    grow = check_finite_scalar("grow", grow)
+    if not grow >= 1:
+        raise ValueError(f"grow must lie in [1, inf), got {grow!r}")
+    max_step = step if max_step is None else check_finite_scalar("max_step", max_step)
+    if not max_step >= step:
+        raise ValueError(f"max_step must lie in [step={step:g}, inf), got {max_step!r}")
+    if edge is not None:
+        edge = check_alpha(edge)
     sign = -1.0 if side == "lower" else 1.0   # direction towards the end
     st = trace.stable
     a_tr = st.alpha.to_numpy(float)
     if len(a_tr) == 0:
         raise ValueError("the trace has no points")
     floor = VANISH_FLOOR * params.rho
-    solved = {}
+    solved = {}   # alpha -> (agree, mean defining overlap, the sets' fixed points)
     n_solves = 0
+    outermost = a_tr.min() if side == "lower" else a_tr.max()
+
+    def on_branch(fp, reference):
+        """Converged, above the vanishing floor, and (beyond the trace, ``reference`` > 0) not collapsed from the
+        mean defining overlap at the nearest agreement: past a fold the chord can land on the tail."""
+        d = defining_overlap(branch, fp)
+        return bool(fp.converged) and d >= floor and d >= END_COLLAPSE * reference
 
     def test(alpha):
         """Whether the seed sets agree at ``alpha`` (their mean overlap kept in ``solved``)."""
         nonlocal n_solves
         if alpha not in solved:
-            start = trace.start_near(alpha)
-            d, ok = [], True
-            for ss in sets:
+            start, ref = trace.start_near(alpha), None
+            if chain and (alpha - outermost) * sign > 0:
+                agreed = [a for a, v in solved.items() if v[0]]
+                if agreed:
+                    ref = min(agreed, key=lambda a: abs(math.log(a / alpha)))
+            d, fps, ok = [], [], True
+            for k, ss in enumerate(sets):
                 n_solves += 1
                 fp = pooled_point(params, alpha, branch, start, ss, order, 0.0)[1]
+                if ref is not None and not on_branch(fp, solved[ref][1]):
+                    # beyond the trace its last point can be too far off: again from this set's own fixed point
+                    # at the nearest agreement
+                    f = solved[ref][2][k]
+                    n_solves += 1
+                    fp = pooled_point(params, alpha, branch, Overlaps(f.q, f.m, f.V, f.theta), ss, order, 0.0)[1]
+                fps.append(fp)
                 d.append(defining_overlap(branch, fp))
-                ok = ok and bool(fp.converged) and d[-1] >= floor
+                ok = ok and on_branch(fp, 0.0 if ref is None else solved[ref][1])
                 left = len(sets) - len(d)
                 if not ok or max(d) - min(d) > tolerance * (sum(d) + left * max(d)) / len(sets):
                     # one set off the branch, or a spread that the remaining sets cannot bring within the
@@ -467,7 +614,7 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
                     # with every set solved (left = 0) this is the agreement criterion itself
                     ok = False
                     break
-            solved[alpha] = (ok, float(np.mean(d)))
+            solved[alpha] = (ok, float(np.mean(d)), fps)
         return solved[alpha][0]
 
     d_tr = np.array([defining_overlap(branch, r) for r in st.itertuples()])
@@ -475,18 +622,26 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
     below = np.nonzero(d_tr[seq] < AGREEMENT_START * params.rho)[0]
     a0 = float(a_tr[seq][below[0]] if len(below) else a_tr[seq][-1])
     limits = (a_tr.min() * math.exp(-2.0), a_tr.max() * math.exp(2.0))
+    if edge is not None and (a0 - edge) * sign > 0:
+        a0 = edge
     a_in, a_out, why = _bracket_end(test, a0, sign, step, resolution, limits,
-                                    lambda: n_solves + len(sets) > max_solves)
-    converged = not why
+                                    lambda: n_solves + len(sets) > max_solves, grow, max_step, edge)
+    converged = why in ("", "range")
     found = [a for a in (a_in, a_out) if a is not None]
     bracket = tuple(found) if len(found) == 2 else (found[0], found[0])
-    if converged:
+    if why == "range":
+        end = edge
+    elif converged:
         end = math.sqrt(a_in * a_out)
     else:
         end = math.nan if a_in is None else a_in
         warnings.warn(f"agreement_end: no {side} end of the {branch} branch bracketed (omega={params.omega:g}; "
                       f"{why})", ConvergenceWarning, stacklevel=2)
-    return PooledEnd(branch=branch, side=side, alpha=float(end), kind="agreement" if converged else "lost",
+    kind = "range" if why == "range" else "agreement" if converged else "lost"
+    return PooledEnd(branch=branch, side=side, alpha=float(end), kind=kind,
                      bracket=tuple(float(b) for b in bracket),
-                     overlap=solved[a_in][1] if a_in is not None else math.nan, seeds=tuple(flat), order=int(order),
-                     n_solves=n_solves, converged=converged, seconds=time.perf_counter() - t0)
+                     overlap=solved[a_in][1] if a_in is not None else math.nan,
+                     train_loss=(float(np.mean([f.mean["train_loss"] for f in solved[a_in][2]]))
+                                 if a_in is not None else math.nan),
+                     seeds=tuple(flat), order=int(order), n_solves=n_solves, converged=converged,
+                     seconds=time.perf_counter() - t0)
