@@ -20,7 +20,7 @@ import pytest
 import attnlib
 from attnlib import ALTERNATIVE_A, Overlaps, TaskParams
 from attnlib.theory.continuation import FixedPointMap
-from attnlib.theory.sweeps import continuation_settings, summarise_phase_diagram
+from attnlib.theory.sweeps import ENDED_KINDS, continuation_settings, summarise_phase_diagram
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
@@ -29,7 +29,9 @@ STANDARD = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 ENDS = [f"{b}_{s}" for b in ("semantic", "positional") for s in ("lower", "upper")]
 RUN_COLUMNS = (["omega", "scrambling", "eps_lin", "alpha_c", "reason_alpha_c", "alpha_l", "reason_alpha_l",
                 "found_alpha_c", "found_alpha_l", "alpha_c_trace", "alpha_l_trace", "alpha_c_pooled_err",
-                "alpha_l_pooled_err"] + [f"{e}_alpha" for e in ENDS] + [f"{e}_kind" for e in ENDS])
+                "alpha_l_pooled_err", "semantic_lower_trace_alpha", "semantic_lower_trace_kind",
+                "positional_upper_trace_alpha", "positional_upper_trace_kind", "positional_upper_gap"]
+               + [f"{e}_alpha" for e in ENDS] + [f"{e}_kind" for e in ENDS])
 
 COLUMNS = {
     "phase_standard_runs.csv": RUN_COLUMNS,
@@ -87,8 +89,10 @@ def test_columns_and_required_values(name):
             assert (df[f"found_{q}"] == df[q].notna()).all()
             assert df.loc[~df[f"found_{q}"], f"reason_{q}"].fillna("").astype(str).str.len().gt(0).all()
     for col in [c for c in df.columns if c.endswith("_kind") and not c.endswith("_kind_n")]:
-        # the semantic lower end under the pooled rule is where independent seed sets stop agreeing
+        # the semantic lower end under the pooled rule is where independent seed sets stop agreeing; so is the
+        # positional upper end where the continuation stops inside the range (or it reaches the range's top)
         kinds = ({"agreement", "lost"} if col == "semantic_lower_kind"
+                 else {"agreement", "range", "lost", "absent"} if col == "positional_upper_kind"
                  else {"fold", "vanishes", "range", "lost", "absent"})
         assert set(df[col].dropna()) <= kinds, col
 
@@ -129,7 +133,7 @@ def test_standard_diagram_shape_and_reference_point():
     assert np.all(std.alpha_l >= std.alpha_c - 1e-9), "alpha_l >= alpha_c by definition"
     # the transition lies where both branches exist: above the end of the semantic branch
     assert np.all(std.alpha_c > std.semantic_lower_alpha)
-    pos_end = std.positional_upper_kind.isin(["fold", "vanishes"])
+    pos_end = std.positional_upper_kind.isin(ENDED_KINDS)
     assert np.all(std.alpha_c[pos_end] < std.positional_upper_alpha[pos_end])
     # the paper's values at omega = 0.3 (Cui et al. 2024): alpha_c = 1.24, alpha_l = 1.45, within 0.05
     row = std.loc[np.isclose(std.omega, 0.3)].iloc[0]
@@ -215,9 +219,9 @@ def test_semantic_takeover_in_the_slices():
 
     alpha_c and the semantic end are both placed under the pooled rule with the row's seed set, and a crossing
     below the end is refused (reason_alpha_c says so; the takeover is then at the end): a crossing lies strictly
-    above the end. The positional branch's upper end is the continuation's, under its own rule; where it lies below
-    the pooled semantic end (sigma = 0.6 and lambda = 0.003 at omega = 0.4, by 3 %), the takeover is at the semantic
-    end, so that it never lies below it."""
+    above the end. Where the positional branch's upper end lies below the semantic end (alpha_c is searched on the
+    continuation's branches, whose semantic branch can reach below the pooled semantic end), the takeover is at the
+    semantic end, so that it never lies below it."""
     from attnlib.theory.sweeps import REASON_BELOW_END, TAKEOVER_KINDS, semantic_takeover
 
     for name in ("phase_slices.csv", "phase_alternative.csv"):
@@ -230,7 +234,7 @@ def test_semantic_takeover_in_the_slices():
             elif kind == "semantic end":
                 assert a == r.semantic_lower_alpha
             elif kind == "positional end":
-                assert a == r.positional_upper_alpha and r.positional_upper_kind in ("fold", "vanishes")
+                assert a == r.positional_upper_alpha and r.positional_upper_kind in ENDED_KINDS
             if REASON_BELOW_END in str(r.reason_alpha_c):
                 assert kind == "semantic end", (name, r.omega)
             if np.isfinite(a):

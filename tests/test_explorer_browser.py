@@ -309,9 +309,9 @@ def test_embedded_data_agree_with_attnlib_and_chapter_6(explorer):
 
 
 def test_grid_finds_the_branches_where_the_table_has_them(explorer):
-    """Where the table's continuation traced a branch (from its semantic end up, beyond two of the end's standard
-    errors, the spread over the table's scramblings; for the positional branch up to where it ended, whatever
-    the kind: a fold, a vanishing, the end of the range, or where the continuation lost it), the grid's fixed
+    """Where the table has a branch (from its semantic end up and up to its positional end, each beyond two of the
+    end's standard errors, the spread over the table's scramblings; a positional end of any kind: where seed sets
+    stop agreeing, the end of the range, or where the search lost it), the grid's fixed
     point converged with its overlap not collapsed: else the page shows a hole in a branch the table has, and
     the grid and the table disagree beyond the table's error. (At omega = 0.3 the grid still finds a semantic
     fixed point down to alpha 0.68, in the tail of small theta; the table places the end at 0.733 +- 0.006, where
@@ -323,8 +323,9 @@ def test_grid_finds_the_branches_where_the_table_has_them(explorer):
     for i, w in enumerate(data["omega"]):
         traced = table_at(ref, "positional_upper_alpha", w)
         end_err = table_at(ref, "semantic_lower_alpha_err", w) or 0.0
+        pos_err = table_at(ref, "positional_upper_alpha_err", w) or 0.0
         inside = {"semantic": alphas >= data["semantic_end"][i] + 2 * end_err,
-                  "positional": alphas <= (traced if traced is not None else -np.inf)}
+                  "positional": alphas <= (traced - 2 * pos_err if traced is not None else -np.inf)}
         for b, sel in inside.items():
             ex = np.array(data["branches"][b]["exists"][i], bool)
             missing += [(w, b, float(a)) for a in alphas[sel & ~ex]]

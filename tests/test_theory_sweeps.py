@@ -182,3 +182,15 @@ def test_semantic_takeover_kinds():
     assert math.isnan(a) and kind == "undetermined"
     a, kind = semantic_takeover(row(semantic_lower_alpha=nan))
     assert math.isnan(a) and kind == "undetermined"
+    # a positional end placed by the seed sets beyond the continuation's trace: the branches coexist up to it, and
+    # the training-loss gap at that end (semantic minus positional) says whether positional is still the lower
+    apart = "the branches do not coexist on [0.2, 6]"
+    assert semantic_takeover(row(reason_alpha_c=apart, positional_upper_kind="agreement")) == (1.5, "positional end")
+    assert semantic_takeover(row(reason_alpha_c=apart, positional_upper_kind="agreement",
+                                 positional_upper_alpha=0.55)) == (0.6, "semantic end")
+    for reason in (apart, lower):
+        assert semantic_takeover(row(reason_alpha_c=reason, positional_upper_kind="agreement",
+                                     positional_upper_gap=2e-5)) == (1.5, "positional end")
+        a, kind = semantic_takeover(row(reason_alpha_c=reason, positional_upper_kind="agreement",
+                                        positional_upper_gap=-2e-5))
+        assert math.isnan(a) and kind == "undetermined"

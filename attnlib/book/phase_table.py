@@ -3,8 +3,8 @@
 ``phase_standard.csv`` in the book's data folder (:func:`attnlib.book_data_dir`; pseudo-arclength continuation
 with a smooth rule, sigma = 0.5, lambda = 0.01, standard A) gives at each of its ``omega`` the thresholds
 ``alpha_c`` and ``alpha_l`` and where the branches end: the semantic branch towards small ``alpha``
-(``semantic_lower_alpha``), the positional one towards large ``alpha`` where ``positional_upper_kind`` is a fold
-or a vanishing (:data:`END_KINDS`; otherwise it runs to the end of the computed range). The explorer grid and
+(``semantic_lower_alpha``), the positional one towards large ``alpha`` where ``positional_upper_kind`` says it
+ends inside the computed range (:data:`END_KINDS`; otherwise it runs to the end of the range). The explorer grid and
 the widget read the lines from here (:func:`phase_lines`, linear in ``omega`` between rows), never from their
 own solutions: a branch exists at a point only inside its range in the table (:func:`branch_exists`).
 """
@@ -30,10 +30,10 @@ __all__ = ["PHASE_TABLE_CSV", "PHASE_TABLE_PARAMS", "END_KINDS", "END_COLUMNS", 
 PHASE_TABLE_CSV = "phase_standard.csv"
 #: Parameters the phase table was computed for.
 PHASE_TABLE_PARAMS = dict(sigma=0.5, lam=0.01, A=STANDARD_A)
-#: Kinds of a branch end inside the computed range, as chapter 6 draws them: a fold, a vanishing, or the point
-#: where the continuation lost the branch (it exists at least that far). The other kind, ``range``: the branch
-#: reaches the end of the computed range.
-END_KINDS = ("fold", "vanishes", "lost")
+#: Kinds of a branch end inside the computed range, as chapter 6 draws them: a fold, a vanishing, the end where
+#: independent seed sets of the pooled rule stop agreeing, or the point where the search lost the branch (it
+#: exists at least that far). The other kind, ``range``: the branch reaches the end of the computed range.
+END_KINDS = ("fold", "vanishes", "agreement", "lost")
 #: Columns of :func:`phase_lines`.
 LINE_COLUMNS = ("alpha_c", "alpha_l", "semantic_end", "positional_end")
 #: Columns of the phase table that hold the branch ends.

@@ -635,6 +635,16 @@ def _phase_point(params, settings, alpha_range, use_cache):
     end = semantic_end(params, settings, alpha_range, use_cache)
     if end is not None:
         row["semantic_lower_alpha"], row["semantic_lower_kind"] = end["alpha"], end["kind"]
+    # likewise the positional branch's upper end, where the continuation stops inside the range
+    from .pooled_end import positional_end
+
+    row["positional_upper_trace_alpha"] = row["positional_upper_alpha"]
+    row["positional_upper_trace_kind"] = row["positional_upper_kind"]
+    pos = positional_end(params, settings, alpha_range, use_cache)
+    row["positional_upper_gap"] = math.nan
+    if pos is not None:
+        row["positional_upper_alpha"], row["positional_upper_kind"] = pos["alpha"], pos["kind"]
+        row["positional_upper_gap"] = pos["gap"]
     # the thresholds under the pooled rule too (the continuation's beside them, as alpha_c_trace, alpha_l_trace)
     from .pooled_thresholds import phase_thresholds
 
@@ -671,9 +681,11 @@ def phase_diagram(params: TaskParams, omegas, solver=None, alpha_range=DEFAULT_R
     whose spread measures its error; ``summarise_phase_diagram`` averages them): ``eps_lin``, ``alpha_c``,
     ``alpha_l`` (NaN with the reason in ``reason_*`` when there is no transition in the range), ``found_*``, and
     for each branch and side the end's ``alpha`` and kind (``semantic_lower_alpha``, ``semantic_lower_kind``,
-    ...): the continuation's (:func:`branch_ends`), except the semantic branch's lower end, which is placed under
-    the pooled rule (``attnlib.theory.pooled_end.semantic_end``, with the seed set of the row's scrambling),
-    the continuation's own being kept as ``semantic_lower_trace_alpha`` and ``semantic_lower_trace_kind``.
+    ...): the continuation's (:func:`branch_ends`), except the semantic branch's lower end and, where the
+    continuation stops inside the range, the positional branch's upper end, which are placed under the pooled rule
+    (``attnlib.theory.pooled_end.semantic_end`` and ``positional_end``, with the seed sets of the row's
+    scrambling), the continuation's own being kept as ``semantic_lower_trace_alpha``, ``semantic_lower_trace_kind``,
+    ``positional_upper_trace_alpha`` and ``positional_upper_trace_kind``.
     The thresholds, found first on the continuation's branches (:func:`critical_alpha`,
     :func:`linear_crossing_alpha`; kept as ``alpha_c_trace``, ``alpha_l_trace``), are then moved onto the pooled
     rule with the same seed set (``attnlib.theory.pooled_thresholds.phase_thresholds``): ``alpha_c`` and
@@ -734,6 +746,9 @@ def summarise_phase_diagram(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: Kinds of a branch end placed inside the computed range: the continuation's fold or vanishing, or the end
+#: under the pooled rule where independent seed sets stop agreeing (``attnlib.theory.pooled_end``).
+ENDED_KINDS = ("fold", "vanishes", "agreement")
 #: How :func:`semantic_takeover` found the switch of the global minimum to the semantic branch.
 TAKEOVER_KINDS = ("crossing", "semantic end", "positional end", "beyond range", "undetermined")
 
@@ -747,19 +762,24 @@ def semantic_takeover(row) -> tuple[float, str]:
 
     * at ``alpha_c`` where the two training losses cross (``"crossing"``);
     * at the lower end of the semantic branch (``"semantic end"``) when there is no positional branch, when
-      the branches do not coexist, when the semantic branch is lower wherever both exist, or when the crossing
+      the branches do not coexist (the positional end below the semantic one), when the semantic branch is lower
+      wherever both exist, or when the crossing
       lies below the semantic end (a crossing with the branch's unresolved tail): below that end
       the global minimum is positional or uninformed, above it semantic;
-    * at the upper end of the positional branch (``"positional end"``, a fold or a vanishing) when the
-      positional branch is lower wherever both exist and ends inside the semantic branch's range: the global
-      minimum jumps when the positional minimum disappears. Where that end lies below the semantic end (the
-      positional end is the continuation's, the semantic end the pooled rule's, and the continuation's semantic
-      branch reaches below the latter), no resolved informed minimum exists between the two ends and the switch
-      is at the semantic end (``"semantic end"``).
+    * at the upper end of the positional branch (``"positional end"``: a fold, a vanishing or where seed sets
+      stop agreeing, ``ENDED_KINDS``) when the positional branch is lower wherever both exist on the
+      continuation's branches (or they do not coexist there, but the positional end, placed beyond the
+      continuation, lies above the semantic end), ends inside the semantic branch's range and is still the lower
+      at its end (``positional_upper_gap``, the semantic minus the positional training loss there, not
+      negative): the global minimum jumps when the positional minimum disappears. Where that end lies below the
+      semantic end (the thresholds are compared on the continuation's branches, whose semantic branch can reach
+      below the pooled rule's semantic end), no resolved informed minimum exists between the two ends and the
+      switch is at the semantic end (``"semantic end"``).
 
     Otherwise the switch lies beyond the range computed (``"beyond range"``: positional lower up to the top
-    of the range) or cannot be placed (``"undetermined"``: no semantic branch, or the positional branch was
-    lost by the continuation, so its end is unknown).
+    of the range) or cannot be placed (``"undetermined"``: no semantic branch; the positional branch's end was
+    lost, so that it is unknown; or the semantic branch is already the lower at the positional end, so that the
+    losses cross on the part of the positional branch beyond its continuation, where no crossing is searched).
 
     Returns
     -------
@@ -775,15 +795,22 @@ def semantic_takeover(row) -> tuple[float, str]:
         return math.nan, "undetermined"
     reason = str(get("reason_alpha_c", "") or "")
     pos_kind = str(get("positional_upper_kind", "") or "")
-    if (REASON_ABSENT.format(branch="positional") in reason or REASON_APART in reason
-            or REASON_LOWER.format(branch="semantic") in reason or REASON_BELOW_END in reason
-            or pos_kind == "absent"):
+    pos = float(get("positional_upper_alpha", math.nan)) if pos_kind in ENDED_KINDS else math.nan
+    # branches that do not coexist on the continuation's traces can coexist beyond the positional trace's end,
+    # up to the positional end that the seed sets place there
+    apart = REASON_APART in reason and pos_kind == "agreement"
+    if (REASON_ABSENT.format(branch="positional") in reason or REASON_LOWER.format(branch="semantic") in reason
+            or REASON_BELOW_END in reason or pos_kind == "absent" or (REASON_APART in reason and not apart)):
         return float(sem), "semantic end"
-    if REASON_LOWER.format(branch="positional") in reason:
-        if pos_kind in ("fold", "vanishes"):
-            pos = float(get("positional_upper_alpha"))
+    if REASON_LOWER.format(branch="positional") in reason or apart:
+        if pos_kind in ENDED_KINDS:
             if pos < sem:   # no resolved informed minimum between the two ends: semantic from its end on
                 return float(sem), "semantic end"
+            gap = get("positional_upper_gap", math.nan)
+            if gap is not None and np.isfinite(gap) and gap < 0:
+                # the semantic branch is already the lower at the positional end: the training losses cross on the
+                # part of the positional branch beyond its continuation, where no crossing was searched
+                return math.nan, "undetermined"
             return pos, "positional end"
         return math.nan, "beyond range" if pos_kind == "range" else "undetermined"
     return math.nan, "undetermined"
