@@ -4,10 +4,11 @@ free_states.csv + phase_meta.json).
 
 Every threshold and branch end comes from the continuation-based functions of :mod:`attnlib.theory.sweeps`
 (pseudo-arclength continuation of both branches to their ends, with the symmetrised Sobol rule of
-``attnlib.theory.sweeps.SMOOTH_QUADRATURE``), except the semantic branch's lower end and the two thresholds,
-which are then placed under the default pooled rule by :mod:`attnlib.theory.pooled_end` and
-:mod:`attnlib.theory.pooled_thresholds` (the continuation's own values are kept beside them as
-``semantic_lower_trace_*``, ``alpha_c_trace`` and ``alpha_l_trace``); each point is cached on disk under
+``attnlib.theory.sweeps.SMOOTH_QUADRATURE``), except the semantic branch's lower end, the positional branch's
+upper end (where the continuation stops inside the range) and the two thresholds, which are then placed under the
+default pooled rule by :mod:`attnlib.theory.pooled_end` and :mod:`attnlib.theory.pooled_thresholds` (the
+continuation's own values are kept beside them as ``semantic_lower_trace_*``, ``positional_upper_trace_*``,
+``alpha_c_trace`` and ``alpha_l_trace``); each point is cached on disk under
 ``$ATTNLIB_CACHE_DIR``, so an interrupted run resumes.
 
 Parts (``--parts``):
