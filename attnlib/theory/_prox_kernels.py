@@ -41,11 +41,18 @@ def _objective(h1, h2, c1, c2, t1, t2, inv_v, s2):
 
 
 @njit(cache=True)
-def _descend(h1, h2, c1, c2, t1, t2, inv_v, s2, tol, max_iter):
-    """Shifted-Newton descent of one node from ``(h1, h2)``; returns ``h1, h2, F, ||grad F||, iterations``."""
+def _descend(h1, h2, c1, c2, t1, t2, inv_v, s2, tol, max_iter, found1, found2, n_found, merge):
+    """Shifted-Newton descent of one node from ``(h1, h2)``; returns ``h1, h2, F, ||grad F||, iterations, j``.
+
+    ``j >= 0`` when the descent was stopped because its iterate came within ``merge`` (in each coordinate) of
+    ``(found1[j], found2[j])``, one of the ``n_found`` minima found before (the returned ``F`` and gradient norm
+    are then not computed, zero); ``j = -1`` when it ran to ``tol`` or ``max_iter``."""
     gn = np.inf
     it = 0
     while True:
+        for j in range(n_found):
+            if abs(h1 - found1[j]) <= merge and abs(h2 - found2[j]) <= merge:
+                return h1, h2, 0.0, 0.0, it, j
         a1 = h1 * (h1 - h2)
         a2 = h2 * (h2 - h1)
         s1 = _sigmoid(a1)
@@ -87,7 +94,7 @@ def _descend(h1, h2, c1, c2, t1, t2, inv_v, s2, tol, max_iter):
             step = 0.0
         h1 += step * px
         h2 += step * py
-    return h1, h2, _objective(h1, h2, c1, c2, t1, t2, inv_v, s2), gn, it
+    return h1, h2, _objective(h1, h2, c1, c2, t1, t2, inv_v, s2), gn, it, -1
 
 
 @njit(cache=True)
@@ -99,17 +106,20 @@ def local_prox(h0, c, t, V, sigma, tol, max_iter):
     value = np.empty(n)
     grad_norm = np.empty(n)
     iters = np.empty(n, np.int64)
+    none = np.empty(0)
     for i in range(n):
-        h[i, 0], h[i, 1], value[i], grad_norm[i], iters[i] = _descend(
-            h0[i, 0], h0[i, 1], c[i, 0], c[i, 1], t[i, 0], t[i, 1], inv_v, s2, tol, max_iter)
+        h[i, 0], h[i, 1], value[i], grad_norm[i], iters[i], _ = _descend(
+            h0[i, 0], h0[i, 1], c[i, 0], c[i, 1], t[i, 0], t[i, 1], inv_v, s2, tol, max_iter, none, none, 0, 0.0)
     return h, value, grad_norm, iters.max() if n else 0
 
 
 @njit(cache=True)
-def global_prox(c, t, V, sigma, n_ring, tol, max_iter):
+def global_prox(c, t, V, sigma, n_ring, tol, max_iter, merge):
     """Multi-start descent of every node (starts: ``c``, ``0`` and ``n_ring`` ring points, as
     :func:`attnlib.theory.proximal._ring_starts`); keeps the lowest minimum, and the best *other* local minimum
-    (the runner-up, ``h_alt``) with the gap between the two (``inf`` and ``h_alt = h`` if there is none).
+    (the runner-up, ``h_alt``, more than ``merge`` away in some coordinate) with the gap between the two (``inf`` and
+    ``h_alt = h`` if there is none). A start whose iterate comes within ``merge`` of a minimum already found is
+    stopped there and counts as that minimum (``attnlib.theory.proximal.SAME_MINIMUM``).
 
     Returns ``(h, value, grad_norm, gap, h_alt, max iterations)``.
     """
@@ -122,16 +132,20 @@ def global_prox(c, t, V, sigma, n_ring, tol, max_iter):
     gap = np.empty(n)
     h_alt = np.empty((n, 2))
     iters = np.zeros(n, np.int64)
+    x1 = np.empty(k_all)
+    x2 = np.empty(k_all)
+    f = np.empty(k_all)
+    g = np.empty(k_all)
+    found1 = np.empty(k_all)  # the distinct minima found so far at this node, and the start that found each
+    found2 = np.empty(k_all)
+    source = np.empty(k_all, np.int64)
     for i in range(n):
         c1, c2, t1, t2 = c[i, 0], c[i, 1], t[i, 0], t[i, 1]
         diff = c1 - c2
         r1 = _sigmoid(c1 * diff) - t1
         r2 = _sigmoid(-c2 * diff) - t2
         radius = math.sqrt(2.0 * V * s2 * (r1 * r1 + r2 * r2))  # every minimiser lies within this of c
-        x1 = np.empty(k_all)
-        x2 = np.empty(k_all)
-        f = np.empty(k_all)
-        g = np.empty(k_all)
+        n_found = 0
         for k in range(k_all):
             if k == 0:
                 s1, sb = c1, c2
@@ -143,7 +157,15 @@ def global_prox(c, t, V, sigma, n_ring, tol, max_iter):
                 angle = 2.0 * math.pi * (j + 0.5) / n_ring
                 s1 = c1 + radius * (frac * math.cos(angle))
                 sb = c2 + radius * (frac * math.sin(angle))
-            x1[k], x2[k], f[k], g[k], it = _descend(s1, sb, c1, c2, t1, t2, inv_v, s2, tol, max_iter)
+            a1, a2, fk, gk, it, same = _descend(s1, sb, c1, c2, t1, t2, inv_v, s2, tol, max_iter, found1, found2,
+                                                n_found, merge)
+            if same >= 0:  # reached a minimum found before: take that start's result
+                src = source[same]
+                x1[k], x2[k], f[k], g[k] = x1[src], x2[src], f[src], g[src]
+            else:
+                x1[k], x2[k], f[k], g[k] = a1, a2, fk, gk
+                found1[n_found], found2[n_found], source[n_found] = a1, a2, k
+                n_found += 1
             iters[i] = max(iters[i], it)
         best = 0
         for k in range(1, k_all):
@@ -152,7 +174,7 @@ def global_prox(c, t, V, sigma, n_ring, tol, max_iter):
         other = np.inf
         alt = best
         for k in range(k_all):
-            if max(abs(x1[k] - x1[best]), abs(x2[k] - x2[best])) > 1e-6 and f[k] - f[best] < other:
+            if max(abs(x1[k] - x1[best]), abs(x2[k] - x2[best])) > merge and f[k] - f[best] < other:
                 other = f[k] - f[best]
                 alt = k
         h[i, 0], h[i, 1], value[i], grad_norm[i], gap[i] = x1[best], x2[best], f[best], g[best], other

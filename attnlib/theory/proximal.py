@@ -20,6 +20,11 @@ candidates live in a disc around ``c``. Two modes are offered:
 ``mode="from-zero"`` (the authors' numerics)
     One local descent from ``h = 0``.
 
+Two descents whose results lie within :data:`SAME_MINIMUM` of each other (in each coordinate) have found the same
+minimum. The compiled backend also stops a start as soon as its iterate comes that close to a minimum an earlier
+start found (its last, quadratically convergent Newton steps would only refine that minimum again): 86 % of the
+nodes of a typical rule have a single minimum, which the six starts of the default search then reach only once.
+
 The descent is Newton's method with an eigenvalue-shifted Hessian (so each step is a descent direction) and
 a backtracking line search (Armijo). All derivatives are analytic
 (:func:`attnlib.theory.attention.output_loss_derivatives`). Two interchangeable backends run it over all nodes at
@@ -46,11 +51,16 @@ except ImportError:  # pragma: no cover - exercised only without numba
     _prox_kernels = None
 
 __all__ = ["ProxResult", "prox_objective", "minimise_locally", "solve_prox", "PROX_MODES", "PROX_BACKENDS",
-           "resolve_backend"]
+           "resolve_backend", "SAME_MINIMUM"]
 
 PROX_MODES = ("global", "from-zero")
 PROX_BACKENDS = ("auto", "numba", "numpy")
 _STEPS = 0.5 ** np.arange(12)  # backtracking step sizes tried at once
+#: Two local minima of one node closer than this in each coordinate are the same minimum (module docstring). Measured
+#: on six rules of 2^16 points at both branches (omega 0 to 0.35, alpha 0.6 to 2): stopping starts there picks the
+#: same minimum as descending each to the end at every node, and so it does up to 1e-2; at 3e-2 one node in 2^15
+#: takes a different minimum (2.8e-2 away, 2.5e-7 higher).
+SAME_MINIMUM = 1e-3
 
 
 @dataclass(frozen=True)
@@ -231,7 +241,7 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
     if backend == "numba":
         h, value, grad_norm, gap, h_alt, n_iter = _prox_kernels.global_prox(
             np.ascontiguousarray(c), np.ascontiguousarray(t_diag), float(V), float(sigma), int(n_ring),
-            float(tol), int(max_iter))
+            float(tol), int(max_iter), SAME_MINIMUM)
         return ProxResult(h=h, value=value, grad_norm=grad_norm, n_iter=int(n_iter), gap=gap, h_alt=h_alt)
     starts = [c, np.zeros_like(c)]
     if n_ring:
@@ -243,7 +253,7 @@ def solve_prox(c: np.ndarray, t_diag: np.ndarray, V: float, sigma: float, mode: 
     best = np.argmin(values, axis=0)
     idx = best * n + np.arange(n)
     h_all = res.h.reshape(k, n, 2)
-    other = np.max(np.abs(h_all - res.h[idx][None]), axis=-1) > 1e-6  # a different local minimum
+    other = np.max(np.abs(h_all - res.h[idx][None]), axis=-1) > SAME_MINIMUM  # a different local minimum
     excess = np.where(other, values - res.value[idx][None], np.inf)
     alt = np.argmin(excess, axis=0)  # first start reaching the runner-up (the kernel keeps the first too)
     gap = excess[alt, np.arange(n)]
