@@ -147,3 +147,27 @@ def test_error_bar_where_a_scramblings_response_leaves_the_domain():
     mean, stderr = _estimate(params, 2.0, x0.as_array(), hat, mean_M, hats, means, huge, free)
     assert all(np.isfinite(v) for v in list(mean.values()) + list(stderr.values()))
     assert stderr["theta"] > 0.1 * mean["theta"]
+
+
+def test_pooled_rule_jacobian_steps_to_the_same_fixed_point():
+    """The pooled rule's own Jacobian (the retry of ``own_jacobian``, for where the start rule's is far off) is,
+    where both rules are fine (omega = 0.3, alpha = 1.25, positional), the start rule's to within 10 % of its
+    largest entry, and the chord with it, from a start 5 % off, reaches the fixed point that the start rule's
+    Jacobian reaches, within the quadrature's standard error."""
+    from attnlib.theory.chord import _chord, _pooled_jacobian
+    from attnlib.theory.state_evolution import Overlaps
+
+    p = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
+    ref = solve_chord(p, 1.25, "positional", order=12)
+    hold = _hold(p, "positional")
+    free = _free_indices(hold)
+    x = np.array([ref.mean[k] for k in ("q", "m", "V", "theta")])
+    x[free] *= 1.05
+    pooled = _PooledMap(p, 1.25, hold, 12, ref.seeds, SESolver(n_ring=4))
+    J = _pooled_jacobian(pooled, x, free)
+    J_start = _start_jacobian(p, 1.25, Overlaps.from_array(x), hold, free, chord_start_solver())
+    assert np.max(np.abs(J - J_start)) <= 0.1 * np.max(np.abs(J_start))
+    y, _, converged, failure, _, _ = _chord(pooled, x, np.linalg.inv(np.eye(len(free)) - J), free, 1e-5, 25, 0.5)
+    assert converged, failure
+    for k, i in zip(("q", "m", "V"), (0, 1, 2)):
+        assert y[i] == pytest.approx(ref.mean[k], abs=3 * ref.stderr[k] + 1e-5 * abs(ref.mean[k]))

@@ -130,11 +130,31 @@ def _start_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.ndarr
     return J
 
 
+def _pooled_jacobian(pooled: "_PooledMap", x0: np.ndarray, free: list) -> np.ndarray:
+    """Jacobian of the pooled rule's own map at ``x0`` on the free overlaps, by central differences in which every
+    node follows its proximal minimum at ``x0`` by local descent (as :func:`_start_jacobian`); ``pooled.warm`` is
+    left at ``x0``'s proximal points."""
+    pooled(Overlaps.from_array(x0), True)
+    base = [(h, np.zeros(len(h), bool)) for h, _ in pooled.warm]
+    J = np.empty((len(free), len(free)))
+    for j, i in enumerate(free):
+        h = _FD_STEP * max(abs(x0[i]), 1e-3)
+        images = []
+        for sign in (1.0, -1.0):
+            e = np.array(x0, dtype=float)
+            e[i] += sign * h
+            pooled.warm = base
+            images.append(pooled(Overlaps.from_array(e), False)[0])
+        J[:, j] = (images[0] - images[1])[free] / (2.0 * h)
+    pooled.warm = base
+    return J
+
+
 def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", start: Overlaps | None = None,
                 order: int = CHORD_ORDER, seeds=CHORD_SEEDS, rtol: float = ACCURATE_RTOL,
                 max_order: int = CHORD_MAX_ORDER, tol: float = 1e-5, max_steps: int = 25,
                 n_ring: int = 4, noise_fraction: float = NOISE_FRACTION,
-                start_rule: bool = True) -> AccurateFixedPoint:
+                start_rule: bool = True, own_jacobian: bool = False) -> AccurateFixedPoint:
     """The fixed point of a branch under pooled scrambled Sobol rules, by chord-Newton steps, with its error.
 
     Parameters
@@ -173,6 +193,11 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         where that fails. False (needs ``start``): it starts at ``start`` itself, the start rule giving only the
         step matrix (its Jacobian at ``start``): for a sweep along ``alpha`` near the end of a branch, where the
         start rule may have lost the branch that the pooled rule still has.
+    own_jacobian : bool
+        With ``start_rule=False``: where the chord from ``start`` fails (near the start rule's own fold its Jacobian,
+        and so the chord's step, can be far off), it is tried once more from ``start`` with the Jacobian of the
+        pooled rule's own map there (central differences of its cheap evaluations: one full and ``2 k`` cheap
+        evaluations of the pooled rule for ``k`` free overlaps).
 
     Returns
     -------
@@ -184,7 +209,7 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
     """
     params.require_two_tokens("solve_chord")
     return _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring,
-                  noise_fraction, start_rule)[0]
+                  noise_fraction, start_rule, own_jacobian)[0]
 
 
 def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overlaps | None = None) -> SEResult:
@@ -204,7 +229,7 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
 
 
 def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring, noise_fraction,
-           start_rule=True):
+           start_rule=True, own_jacobian=False):
     """:func:`solve_chord`, returning also the pooled conjugates at the fixed point, the number of pooled map
     evaluations and the last residual."""
     t0 = time.perf_counter()
@@ -248,6 +273,15 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
                                                             noise_fraction)
             calls += pooled.calls
         retry = None
+        if not converged and own_jacobian and not start_rule:
+            # the start rule's Jacobian is far off: the pooled rule's own at the start
+            pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
+            x0a = x0.as_array()
+            own = np.linalg.inv(np.eye(len(free)) - _pooled_jacobian(pooled, x0a, free))
+            pooled.calls = 0
+            x, out, converged, failure, left, used = _chord(pooled, x0a, own, free, tol, max_steps, noise_fraction)
+            calls += pooled.calls + 1 + 2 * len(free)
+            own_jacobian = False
         if not converged and failure and "after" in failure and "chord steps" in failure:
             # the chord contracts too slowly (next to a fold): secant updates from where it stopped
             pooled = _PooledMap(params, alpha, hold, order, seeds, solver)

@@ -34,8 +34,9 @@ resolves, measured directly. :func:`semantic_end`, the phase diagram's semantic 
 scrambling of the continuation's rule, :func:`agreement_seeds`), uses it (``benchmarks/bench_semantic_end.py``
 compares it with the sweep), and so does :func:`positional_end`, the positional branch's upper end where the
 continuation stops inside the range (its single rule's wiggles stop it early): from the continuation's last point
-the sets step on in growing steps, beyond the trace a set that fails from its last point being solved again from
-its own fixed point at the last agreement. A fixed resolution level (the end where
+the sets step on in growing steps, beyond the trace each set solved from its own fixed point at the nearest
+agreement (halfway there first where its chord fails: a chord from too far off fails although the branch goes on,
+which would end the branch wherever a step happened to be long). A fixed resolution level (the end where
 ``theta`` falls to a set fraction of ``rho``) was tried too and dropped: calibrated at one (sigma, lambda), it cuts
 off resolved parts of the branch elsewhere (sigma = 0.4, omega = 0: 0.733 against 0.54-0.56 for both methods here).
 """
@@ -56,7 +57,8 @@ from .state_evolution import Overlaps
 
 __all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "positional_end",
            "agreement_end", "agreement_seeds", "END_STEP", "END_RESOLUTION", "END_COLLAPSE", "END_AGREEMENT",
-           "AGREEMENT_START", "AGREEMENT_ORDER", "AGREEMENT_RESOLUTION", "POSITIONAL_STEP", "POSITIONAL_MAX_STEP"]
+           "AGREEMENT_START", "AGREEMENT_ORDER", "AGREEMENT_RESOLUTION", "POSITIONAL_STEP", "POSITIONAL_MAX_STEP",
+           "CHAIN_MIN_STEP"]
 
 #: First sweep step towards the end, in ``log alpha``; it grows by half while the defining overlap changes by
 #: less than a fifth per step, up to :data:`END_MAX_STEP`.
@@ -71,16 +73,18 @@ END_RESOLUTION = 0.004
 END_COLLAPSE = 0.5
 
 
-def pooled_point(params: TaskParams, alpha: float, branch: str, start, seeds, order: int, collapse: float):
+def pooled_point(params: TaskParams, alpha: float, branch: str, start, seeds, order: int, collapse: float,
+                 own_jacobian: bool = False):
     """The pooled rule's fixed point of ``branch`` at ``alpha`` by chord steps from ``start`` (overlaps with
     ``q, m, V, theta``: a point found, or a point of a trace), and whether the branch is found there: the chord
     converged and the defining overlap is at least ``VANISH_FLOOR * rho`` and at least ``collapse`` times its
     value at ``start``. Returns ``(found, fixed_point)``; the chord's convergence warning is silenced (``found``
-    carries it)."""
+    carries it). ``own_jacobian`` as in :func:`attnlib.solve_chord`."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         fp = solve_chord(params, alpha, branch, start=Overlaps(start.q, start.m, start.V, start.theta),
-                         order=order, seeds=tuple(int(s) for s in seeds), max_order=order, start_rule=False)
+                         order=order, seeds=tuple(int(s) for s in seeds), max_order=order, start_rule=False,
+                         own_jacobian=own_jacobian)
     d = defining_overlap(branch, fp)
     found = fp.converged and d >= VANISH_FLOOR * params.rho and d >= collapse * defining_overlap(branch, start)
     return found, fp
@@ -378,8 +382,8 @@ def positional_end(params: TaskParams, solver=None, alpha_range=None, use_cache:
     single rule, small S-shaped wiggles of the curve stop it early, by up to 0.2 in ``alpha`` at omega = 0.1),
     the end is the last ``alpha`` at which the three seed sets :func:`agreement_seeds` of the continuation rule's
     scrambling agree on ``m``: from the trace's last point, steps of :data:`POSITIONAL_STEP` growing by half up
-    to :data:`POSITIONAL_MAX_STEP` while they agree, a set that fails from the trace's last point solved again
-    from its own fixed point at the last agreement (``chain``), up to the top of the range (kind ``"range"`` when
+    to :data:`POSITIONAL_MAX_STEP` while they agree, each set solved from its own fixed point at the nearest
+    agreement (``chain`` of :func:`agreement_end`), up to the top of the range (kind ``"range"`` when
     they still agree there). None where the branch is not found, where the continuation reaches the top of the
     range, or where the sets agree only off the traced branch (at an ``alpha`` of the trace, on a defining overlap
     below half the trace's there): the continuation's own end stands there. The row has one more entry, ``gap``:
@@ -420,13 +424,16 @@ AGREEMENT_RESOLUTION = 0.01
 AGREEMENT_START = 0.15
 
 
+#: Shortest step in ``log alpha`` from a seed set's own fixed point at an agreement to a point beyond the trace
+#: (:func:`agreement_end` with ``chain``): a chord that fails from farther off is tried again from halfway.
+CHAIN_MIN_STEP = 0.02
 #: First step of :func:`positional_end` beyond the continuation's last point, in ``log alpha``.
 POSITIONAL_STEP = 0.04
 #: Longest step of :func:`positional_end` (the steps grow by half while the seed sets agree: the end can lie up to
 #: 0.3 in ``log alpha`` beyond the continuation's last point, or the branch can reach the top of the range).
 POSITIONAL_MAX_STEP = 0.16
-#: Fixed points solved at most by :func:`positional_end` (a set that fails from the trace beyond its last point is
-#: solved twice; 43 solves at most at sigma = 0.5, lambda = 0.01).
+#: Fixed points solved at most by :func:`positional_end` (beyond the trace a set whose chord fails is solved again
+#: from nearer; 11-30 solves at sigma = 0.5, lambda = 0.01, omega 0.05-0.2).
 POSITIONAL_MAX_SOLVES = 90
 
 
@@ -536,11 +543,18 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
         The end of the computed range on ``side``: the steps stop there, and sets that agree at ``edge`` give the
         kind ``"range"`` (the branch reaches the end of the range; ``alpha = edge``).
     chain : bool
-        Beyond the trace's last point on ``side`` (where :meth:`BranchTrace.start_near` has only that point), a
-        set whose chord from that point fails is solved again from its own fixed point at the nearest ``alpha``
-        where the sets agreed, and each set's defining overlap must be at least :data:`END_COLLAPSE` times the
-        sets' mean there (a collapse past a fold is not the branch). The end can then depend on the steps taken
-        beyond the trace, not only on ``alpha`` and the trace.
+        Beyond the trace's last point on ``side`` (where :meth:`BranchTrace.start_near` has only that point), each
+        set is solved from its own fixed point at the nearest ``alpha`` where the sets agreed; where its chord fails
+        there, the sets are solved first halfway (recursively, down to steps of :data:`CHAIN_MIN_STEP`) and the set
+        again from its fixed point there; and each set's defining overlap must be at least :data:`END_COLLAPSE`
+        times the sets' mean at that agreement (a collapse past a fold is not the branch). Every chord that fails
+        from its start is tried once more with the pooled rule's own Jacobian (``own_jacobian`` of
+        :func:`attnlib.solve_chord`). The end can then depend on the steps taken beyond the trace, not only on
+        ``alpha`` and the trace, but by less than the spread over scramblings: at omega = 0.05 (sigma = 0.5,
+        lambda = 0.01, seed sets of scrambling 0) it is 1.082 from a trace lost at 0.763 and 1.049 from the same
+        trace cut at 0.75 (spread over scramblings 0.067); without the halving and the retry, 0.928 from the trace
+        lost at 0.763 against 1.083 from one that folds at 1.078 (the same code, a proximal kernel differing at
+        round-off).
 
     Returns
     -------
@@ -596,14 +610,23 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
                     ref = min(agreed, key=lambda a: abs(math.log(a / alpha)))
             d, fps, ok = [], [], True
             for k, ss in enumerate(sets):
-                n_solves += 1
-                fp = pooled_point(params, alpha, branch, start, ss, order, 0.0)[1]
-                if ref is not None and not on_branch(fp, solved[ref][1]):
-                    # beyond the trace its last point can be too far off: again from this set's own fixed point
-                    # at the nearest agreement
-                    f = solved[ref][2][k]
+                near = ref
+                if ref is None:
                     n_solves += 1
-                    fp = pooled_point(params, alpha, branch, Overlaps(f.q, f.m, f.V, f.theta), ss, order, 0.0)[1]
+                    fp = pooled_point(params, alpha, branch, start, ss, order, 0.0, chain)[1]
+                while near is not None:
+                    # beyond the trace, whose last point can be too far off: from this set's own fixed point at
+                    # the nearest agreement; where that fails, from a nearer one, the sets solved first halfway
+                    # there (down to steps of CHAIN_MIN_STEP: a chord from too far off fails or collapses although
+                    # the branch goes on)
+                    f = solved[near][2][k]
+                    n_solves += 1
+                    fp = pooled_point(params, alpha, branch, Overlaps(f.q, f.m, f.V, f.theta), ss, order, 0.0,
+                                      chain)[1]
+                    if on_branch(fp, solved[ref][1]):
+                        break
+                    mid = math.sqrt(near * alpha)
+                    near = mid if abs(math.log(alpha / near)) > 2.0 * CHAIN_MIN_STEP and test(mid) else None
                 fps.append(fp)
                 d.append(defining_overlap(branch, fp))
                 ok = ok and on_branch(fp, 0.0 if ref is None else solved[ref][1])
