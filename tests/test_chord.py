@@ -171,3 +171,22 @@ def test_pooled_rule_jacobian_steps_to_the_same_fixed_point():
     assert converged, failure
     for k, i in zip(("q", "m", "V"), (0, 1, 2)):
         assert y[i] == pytest.approx(ref.mean[k], abs=3 * ref.stderr[k] + 1e-5 * abs(ref.mean[k]))
+
+
+def test_start_jacobian_is_kept_by_its_arguments():
+    """The start rule's Jacobian is kept for repeated arguments (the seed sets of one alpha in agreement_end start
+    from the same point): the kept one equals a fresh computation bitwise, another alpha gets its own, and a caller
+    that changes the returned matrix does not change what is kept."""
+    from attnlib.theory.chord import _difference_jacobian
+    from attnlib.theory.state_evolution import Overlaps
+
+    p = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
+    hold = _hold(p, "positional")
+    free = _free_indices(hold)
+    x0 = Overlaps(q=0.047, m=0.25, V=15.0, theta=0.0)
+    J1 = _start_jacobian(p, 1.25, x0, hold, free, chord_start_solver())
+    J1[0, 0] = np.nan
+    J2 = _start_jacobian(p, 1.25, x0, hold, free, chord_start_solver())
+    np.testing.assert_array_equal(J2, _difference_jacobian(p, 1.25, x0, hold, free, chord_start_solver()))
+    J3 = _start_jacobian(p, 1.3, x0, hold, free, chord_start_solver())
+    assert np.max(np.abs(J3 - J2)) > 1e-6

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections import OrderedDict
 
 import numpy as np
 
+from ..cache import cache_key
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams, check_finite_scalar, check_int
 from .accurate import ACCURATE_FIELDS, ACCURATE_RTOL, AccurateFixedPoint, check_rule_arguments
@@ -109,9 +111,29 @@ def _with_hold(x: np.ndarray, hold: tuple) -> np.ndarray:
     return x
 
 
+#: The last few Jacobians of :func:`_start_jacobian`, by their arguments: the seed sets of one ``alpha`` in
+#: ``attnlib.theory.pooled_end.agreement_end`` start from the same point and need the same one.
+_JACOBIANS: OrderedDict = OrderedDict()
+_JACOBIANS_KEPT = 8
+
+
 def _start_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.ndarray:
     """Jacobian of the start rule's map at ``x0`` on the free overlaps, by central differences in which every node
-    follows its proximal minimum at ``x0`` by local descent (so that no node changes basin inside a difference)."""
+    follows its proximal minimum at ``x0`` by local descent (so that no node changes basin inside a difference).
+    A deterministic function of its arguments, kept for the last :data:`_JACOBIANS_KEPT` of them (a copy is
+    returned)."""
+    key = cache_key("start-jacobian", params=params, alpha=float(alpha), x0=x0.as_array(), hold=list(hold),
+                    free=list(free), solver=solver)
+    if key not in _JACOBIANS:
+        _JACOBIANS[key] = _difference_jacobian(params, alpha, x0, hold, free, solver)
+        if len(_JACOBIANS) > _JACOBIANS_KEPT:
+            _JACOBIANS.popitem(last=False)
+    _JACOBIANS.move_to_end(key)
+    return _JACOBIANS[key].copy()
+
+
+def _difference_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.ndarray:
+    """:func:`_start_jacobian` computed."""
     nodes, weights = se_nodes(solver.quadrature, symmetry_generators(params, hold))
     _, _, warm = conjugates_and_energy(params, alpha, x0, nodes, weights, solver, hold)
     warm = (warm[0], np.zeros(len(nodes), bool))
