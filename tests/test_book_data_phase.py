@@ -239,7 +239,11 @@ def test_semantic_takeover_in_the_slices():
                 assert kind == "semantic end", (name, r.omega)
             if np.isfinite(a):
                 assert a >= r.semantic_lower_alpha, (name, r.omega, a, r.semantic_lower_alpha)
-    sl = load("phase_slices.csv")
-    kinds = [semantic_takeover(r)[1] for r in sl.itertuples()]
-    assert "undetermined" not in kinds
+    for r in load("phase_slices.csv").itertuples():
+        if semantic_takeover(r)[1] == "undetermined":
+            # the losses cross beyond the continuation's trace, where no crossing is searched: only where the
+            # positional end was carried past the trace and the semantic loss is the lower there (lambda = 0.003,
+            # omega = 0.4, whose crossing lies at the positional end itself: gap -4e-7 on the machine that made
+            # the table)
+            assert r.positional_upper_alpha > r.positional_upper_trace_alpha and r.positional_upper_gap < 0
     assert all(semantic_takeover(r)[1] == "crossing" for r in load("phase_standard.csv").itertuples())
