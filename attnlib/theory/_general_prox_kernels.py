@@ -212,58 +212,95 @@ def _newton_direction(H, g, mu0, p, C, z):
 
 
 @njit(cache=True)
+def _scratch(L, r):
+    n = L * r
+    return (np.empty((L, L)), np.empty(n), np.empty((n, n)), np.empty((L, n)), np.empty((L, r)), np.empty(n),
+            np.empty(n), np.zeros((n, n)), np.empty((L, L)), np.empty((L, L)), np.empty((L, L)), np.empty((L, n)))
+
+
+@njit(cache=True)
+def _descend_node(h, cb, Tb, Vinv, s2, mu0, tol, max_iter, scratch, found, n_found, merge):
+    """The descent (module docstring) of one node from ``h``, in place. With ``merge > 0`` it also stops as soon as
+    every entry of ``h`` lies within ``merge`` of one of the minima ``found[:n_found]`` (earlier starts' minima at
+    this node) and takes that minimum. Returns ``(F, last gradient norm, steps, index of the minimum merged
+    into or -1)``."""
+    S, g, H, E, trial, z, p, C, R, Gam, Hrow, HE = scratch
+    L, r = h.shape
+    n = L * r
+    gn = np.inf
+    it = 0
+    while it < max_iter:
+        if merge > 0.0:
+            for j in range(n_found):
+                far = False
+                for l in range(L):
+                    for i in range(r):
+                        if abs(h[l, i] - found[j, l, i]) > merge:
+                            far = True
+                if not far:
+                    for l in range(L):
+                        for i in range(r):
+                            h[l, i] = found[j, l, i]
+                    return _objective(h, cb, Tb, Vinv, s2, S), 0.0, it, j
+        it += 1
+        val = _derivatives(h, cb, Tb, Vinv, s2, S, g, H, E, R, Gam, Hrow, HE)
+        gn = math.sqrt(np.sum(g * g))
+        if gn <= tol:
+            break
+        _newton_direction(H, g, mu0, p, C, z)
+        slope = 0.0
+        for k in range(n):
+            slope += g[k] * p[k]
+        bound = val + _ROUND * max(abs(val), 1.0)
+        t = 1.0
+        accepted = False
+        for _ in range(_N_STEPS):
+            for l in range(L):
+                for i in range(r):
+                    trial[l, i] = h[l, i] + t * p[l * r + i]
+            if _objective(trial, cb, Tb, Vinv, s2, S) <= bound + 1e-4 * t * slope:
+                accepted = True
+                break
+            t *= 0.5
+        if not accepted:
+            break  # the numpy code keeps such a node at the same point until max_iter: the same answer
+        for l in range(L):
+            for i in range(r):
+                h[l, i] = trial[l, i]
+    return _objective(h, cb, Tb, Vinv, s2, S), gn, it, -1
+
+
+@njit(cache=True)
 def _descend_range(h_out, val_out, gn_out, its, c, T, Vinv, s2, mu0, tol, max_iter, lo, hi):
     """The descent (module docstring) at nodes ``lo .. hi-1``, in place: ``h_out`` (holding the starts on entry),
     ``F`` in ``val_out``, the last gradient norm in ``gn_out``, the steps taken in ``its``. Scratch is allocated
     here, once per call, so that concurrent calls on disjoint ranges share nothing."""
     L, r = h_out.shape[1], h_out.shape[2]
-    n = L * r
-    S = np.empty((L, L))
-    g = np.empty(n)
-    H = np.empty((n, n))
-    E = np.empty((L, n))
-    trial = np.empty((L, r))
-    z = np.empty(n)
-    p = np.empty(n)
-    C = np.zeros((n, n))
-    R = np.empty((L, L))
-    Gam = np.empty((L, L))
-    Hrow = np.empty((L, L))
-    HE = np.empty((L, n))
+    scratch = _scratch(L, r)
+    none = np.empty((0, L, r))
     for b in range(lo, hi):
-        h = h_out[b]
-        cb, Tb = c[b], T[b]
-        gn = np.inf
-        it = 0
-        while it < max_iter:
-            it += 1
-            val = _derivatives(h, cb, Tb, Vinv, s2, S, g, H, E, R, Gam, Hrow, HE)
-            gn = math.sqrt(np.sum(g * g))
-            if gn <= tol:
-                break
-            _newton_direction(H, g, mu0, p, C, z)
-            slope = 0.0
-            for k in range(n):
-                slope += g[k] * p[k]
-            bound = val + _ROUND * max(abs(val), 1.0)
-            t = 1.0
-            accepted = False
-            for _ in range(_N_STEPS):
-                for l in range(L):
-                    for i in range(r):
-                        trial[l, i] = h[l, i] + t * p[l * r + i]
-                if _objective(trial, cb, Tb, Vinv, s2, S) <= bound + 1e-4 * t * slope:
-                    accepted = True
-                    break
-                t *= 0.5
-            if not accepted:
-                break  # the numpy code keeps such a node at the same point until max_iter: the same answer
-            for l in range(L):
-                for i in range(r):
-                    h[l, i] = trial[l, i]
-        val_out[b] = _objective(h, cb, Tb, Vinv, s2, S)
-        gn_out[b] = gn
-        its[b] = it
+        val_out[b], gn_out[b], its[b], _ = _descend_node(h_out[b], c[b], T[b], Vinv, s2, mu0, tol, max_iter,
+                                                         scratch, none, 0, 0.0)
+
+
+@njit(cache=True)
+def _search_range(h_out, val_out, its, c, T, Vinv, s2, mu0, tol, max_iter, merge, lo, hi):
+    """The multi-start search at nodes ``lo .. hi-1``, in place: ``h_out`` (K, B, L, r) holds the K starts on entry,
+    the minima on exit (``F`` in ``val_out`` (K, B)). Start ``k`` of a node stops once it is within ``merge`` of a
+    minimum an earlier start of that node found (:func:`_descend_node`)."""
+    K, L, r = h_out.shape[0], h_out.shape[2], h_out.shape[3]
+    scratch = _scratch(L, r)
+    found = np.empty((K, L, r))
+    for b in range(lo, hi):
+        n_found = 0
+        for k in range(K):
+            val, _, it, j = _descend_node(h_out[k, b], c[b], T[b], Vinv, s2, mu0, tol, max_iter, scratch, found,
+                                          n_found, merge)
+            val_out[k, b] = val
+            its[b] = max(its[b], it)
+            if j < 0:
+                found[n_found] = h_out[k, b]
+                n_found += 1
 
 
 @njit(cache=True)
@@ -297,3 +334,30 @@ def newton_descent_parallel(h0, c, T, Vinv, s2, mu0, tol, max_iter):
         _descend_range(h_out, val_out, gn_out, its, c, T, Vinv, s2, mu0, tol, max_iter, k * BLOCK,
                        min((k + 1) * BLOCK, B))
     return h_out, val_out, gn_out, its.max() if B else 0
+
+
+@njit(cache=True)
+def global_search(h0, c, T, Vinv, s2, mu0, tol, max_iter, merge):
+    """The multi-start search (:func:`_search_range`) at every node, in one thread: ``h0`` (K, B, L, r) the starts.
+    Returns ``(h (K, B, L, r), F (K, B), the most steps any start took)``."""
+    K, B = h0.shape[0], h0.shape[1]
+    h_out = h0.copy()
+    val_out = np.empty((K, B))
+    its = np.zeros(B, dtype=np.int64)
+    _search_range(h_out, val_out, its, c, T, Vinv, s2, mu0, tol, max_iter, merge, 0, B)
+    return h_out, val_out, its.max() if B else 0
+
+
+@njit(cache=True, parallel=True)
+def global_search_parallel(h0, c, T, Vinv, s2, mu0, tol, max_iter, merge):
+    """:func:`global_search` with the nodes split into blocks of :data:`BLOCK` run on numba's threads (the same
+    per-node results)."""
+    K, B = h0.shape[0], h0.shape[1]
+    h_out = h0.copy()
+    val_out = np.empty((K, B))
+    its = np.zeros(B, dtype=np.int64)
+    n_blocks = (B + BLOCK - 1) // BLOCK
+    for k in prange(n_blocks):
+        _search_range(h_out, val_out, its, c, T, Vinv, s2, mu0, tol, max_iter, merge, k * BLOCK,
+                      min((k + 1) * BLOCK, B))
+    return h_out, val_out, its.max() if B else 0

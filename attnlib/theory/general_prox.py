@@ -44,6 +44,9 @@ __all__ = ["GeneralProx", "sqrtm_spd", "loss_and_derivatives", "prox_value", "ne
 START_RADII = (0.75,)
 #: Two local minima closer than this (largest entry) are the same minimum.
 SAME_MINIMUM = 1e-6
+#: The compiled search stops a start as soon as its iterate lies within this (every entry) of a minimum an earlier
+#: start at that node found, and counts it as that minimum (the numpy reference descends every start to the end).
+MERGE = 1e-3
 
 
 def _sw(x):
@@ -217,7 +220,9 @@ def prox_global(c, T, V, sigma, radii=START_RADII, diagonals: bool = False, tol:
                 max_iter: int = 100, backend: str = "auto") -> GeneralProx:
     """The global proximal step at every node (module docstring): local descents from ``c``, from 0 and from
     ``c + rad sqrt(2 l(c)) u V^{1/2}`` for every direction ``u`` of :func:`start_directions` (``diagonals``)
-    and ``rad`` in ``radii``; the lowest minimum is kept and the runner-up recorded."""
+    and ``rad`` in ``radii``; the lowest minimum is kept and the runner-up recorded. The compiled backend stops a
+    start that comes within :data:`MERGE` of a minimum found by an earlier start at the node (same lowest minimum;
+    a runner-up closer than that to it is not reported)."""
     B, L, r = c.shape
     Vinv = np.linalg.inv(V)
     Vh = sqrtm_spd(V)
@@ -228,6 +233,14 @@ def prox_global(c, T, V, sigma, radii=START_RADII, diagonals: bool = False, tol:
         for rad in radii:
             starts.append(c + (rad * R)[:, None, None] * off[None])
     K = len(starts)
+    if resolve_backend(backend) == "numba":
+        f = np.ascontiguousarray
+        kernel = (_general_prox_kernels.global_search_parallel if _use_threads(K * B)
+                  else _general_prox_kernels.global_search)
+        h, val, _ = kernel(f(np.stack(starts), dtype=float), f(c, dtype=float), f(T, dtype=float),
+                           f(Vinv, dtype=float), float(sigma) ** 2, 0.25 * float(np.linalg.eigvalsh(Vinv).min()),
+                           float(tol), int(max_iter), MERGE)
+        return _best_two(h, val)
     h, val, _, _ = newton_descent(np.concatenate(starts), np.tile(c, (K, 1, 1)), np.tile(T, (K, 1, 1)), Vinv,
                                   sigma, tol, max_iter, backend)
     h, val = h.reshape(K, B, L, r), val.reshape(K, B)
