@@ -218,6 +218,33 @@ def test_linear_baseline_any_L_matches_monte_carlo(L):
     assert linear_baseline_error(uniform) == pytest.approx(value, rel=1e-12)
 
 
+@pytest.mark.parametrize("params, alpha, branch, rank", [(P3, 1.0, "positional", 1), (P2, 2.0, "free", 2)],
+                         ids=["L3-positional", "L2-rank2"])
+def test_chord_steps_reach_the_iterations_fixed_point(params, alpha, branch, rank):
+    """With chord steps (the Jacobian of the first scrambling's map, attnlib.theory.general_chord) every
+    scrambling stops on the fixed point the damped iteration finds, within what both stopping rules allow (tol
+    1e-6 relative per entry; far below the quadrature error), in fewer maps; and a chord from one scrambling's
+    fixed point to another's converges in a few steps."""
+    solvers = [GeneralSolver(order=10, max_order=11, seeds=(3, 4, 5), chord=c) for c in (True, False)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ra, rb = (gse.solve_general(params, alpha, branch, rank=rank, solver=s) for s in solvers)
+    assert ra.converged and rb.converged and ra.rule == rb.rule
+    for xa, xb in zip(ra.per_seed, rb.per_seed):
+        for k in ("q", "M", "V", "theta"):
+            a, b = getattr(xa, k), getattr(xb, k)
+            assert np.max(np.abs(a - b)) <= 2e-5 * max(np.max(np.abs(b)), 1e-4), k
+    assert abs(ra.train_loss - rb.train_loss) < 1e-2 * ra.stderr["train_loss"]
+    assert ra.n_iter < rb.n_iter
+    from attnlib.theory.general_chord import chord_fixed_point, map_jacobian
+    hold, G = gse._hold(branch), gse.simplex_gram(params.L)
+    n3, n4 = (gse.general_nodes(params.L, rank, 11, s, hold) for s in (3, 4))
+    first = gse._solve_one(params, alpha, ra.per_seed[0].canonical(), n3, hold, G, solvers[1])
+    J = map_jacobian(params, alpha, first.x, n3, hold, G, first.ch.prox, solvers[0])
+    out, _ = chord_fixed_point(params, alpha, first.x, n4, hold, G, J, first.x, solvers[0])
+    assert out is not None and out.converged and out.n_iter <= 8
+
+
 def test_three_tokens_converge_and_are_stationary():
     """solve_state_evolution with a 3 x 3 A returns the general engine's converged fixed point (semantic branch,
     alpha = 2): every scrambling's fixed point is stationary under its own rule, the errors are within the

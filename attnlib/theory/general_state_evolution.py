@@ -174,6 +174,10 @@ class GeneralSolver:
         Weight of the new iterate, and history length of Anderson mixing.
     full_every : int
         A full proximal search every so many iterations (local descents from the last minimisers in between).
+    chord : bool
+        After the first scrambling's fixed point, solve the others and the finer rules by chord steps with the
+        Jacobian of the map there (:mod:`attnlib.theory.general_chord`), the iteration taking over where a chord
+        fails; ``False``: the iteration throughout. Both stop at the same ``tol``.
     margin : float
         Between full searches, nodes whose runner-up minimum lay within this of the best are also descended from
         the runner-up.
@@ -191,6 +195,7 @@ class GeneralSolver:
     damping: float = 0.5
     anderson: int = 4
     full_every: int = 8
+    chord: bool = True
     margin: float = 1e-3
     backend: str = "auto"
 
@@ -654,6 +659,8 @@ def solve_general(params: TaskParams, alpha: float, branch: str = "semantic", ra
         its errors are NaN where a scrambling's last iterate lies outside the domain (``D`` not positive
         definite, or ``theta^T q^-1 theta > rho``).
     """
+    from .general_chord import chord_fixed_point, map_jacobian
+
     t0 = time.perf_counter()
     alpha = check_alpha(alpha)
     rank = _check_engine(params, rank)
@@ -666,12 +673,22 @@ def solve_general(params: TaskParams, alpha: float, branch: str = "semantic", ra
                          f"({rank}, {rank})")
     x0 = _project(x0.canonical(), hold)
     order, n_iter, outcomes = solver.order, 0, []
+    jac = None  # (J, the point it was taken at): chord steps for the later scramblings and rules
     while True:
         outcomes, x = [], x0
         for seed in solver.seeds:
             nodes = general_nodes(L, rank, order, seed, hold)
-            out = _solve_one(params, alpha, x, nodes, hold, G, solver)
+            out = None
+            if jac is not None:
+                out, x = chord_fixed_point(params, alpha, x, nodes, hold, G, *jac, solver)
+            if out is None:
+                out = _solve_one(params, alpha, x, nodes, hold, G, solver)
             n_iter += out.n_iter
+            if solver.chord and jac is None and out.converged:
+                try:
+                    jac = (map_jacobian(params, alpha, out.x, nodes, hold, G, out.ch.prox, solver), out.x)
+                except FloatingPointError:
+                    pass
             x = out.x  # the next scrambling starts from this one's fixed point
             if not out.converged:
                 _refresh_channel(params, alpha, out, nodes, hold, solver)
