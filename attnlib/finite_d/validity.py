@@ -25,7 +25,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .arbiter import TASK_COLUMNS, extrapolate_inverse_d, loss_zero_theory, task_params
+from .arbiter import TASK_COLUMNS, loss_zero_theory, task_params
+from .extrapolation import seed_mean_extrapolation
 from ..theory.continuation import Continuation, newton_fixed_point
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams
@@ -59,15 +60,6 @@ def theory_point(params: TaskParams, alpha: float, branch: str, solver=None, alp
         return solve_state_evolution(params, alpha, "agnostic", solver=settings.solver), "agnostic"
 
 
-def _extrapolated(sub: pd.DataFrame, values: pd.Series) -> dict:
-    g = values.groupby(sub.d)
-    ds = np.array(sorted(g.groups))
-    mean = g.mean().reindex(ds).to_numpy()
-    err = (g.std(ddof=1) / np.sqrt(g.count())).reindex(ds).to_numpy()
-    a, a_err, b, chi2 = extrapolate_inverse_d(ds, mean, err)
-    return {"inf": a, "inf_err": a_err, "slope": b, "by_d": dict(zip(ds.tolist(), mean.tolist()))}
-
-
 def rs_validity(table: pd.DataFrame, solver=None, alpha_range=DEFAULT_RANGE, diagnostics: bool = True,
                 use_cache: bool = True) -> pd.DataFrame:
     """Theory against finite-d minimisers, one row per ``(task, alpha, start)`` of ``table`` (an
@@ -87,9 +79,9 @@ def rs_validity(table: pd.DataFrame, solver=None, alpha_range=DEFAULT_RANGE, dia
         for (alpha, start), sub in task.groupby(["alpha", "start"]):
             res, used = theory_point(params, float(alpha), start, solver, alpha_range, use_cache)
             name = _DEFINING[start]
-            fd = {"loss": _extrapolated(sub, sub.train_loss - sub.train_loss_zero),
-                  "overlap": _extrapolated(sub, sub[name].abs()),
-                  "q": _extrapolated(sub, sub.q)}
+            fd = {"loss": seed_mean_extrapolation(sub, sub.train_loss - sub.train_loss_zero),
+                  "overlap": seed_mean_extrapolation(sub, sub[name].abs()),
+                  "q": seed_mean_extrapolation(sub, sub.q)}
             theory = {"loss": res.train_loss - loss_zero_theory(params, float(alpha)),
                       "overlap": abs(getattr(res, name)), "q": res.q}
             row = dict(zip(keys, task_key), alpha=float(alpha), start=start, fixed_point=used,
