@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Regenerate the thresholds against omega and L of the chapter on longer sequences and wider students
 (book/data/general_phase_grid.csv, general_phase.csv, general_phase_finite_d.csv, general_branches.csv,
-general_self_finite_d.csv + sidecar JSON).
+general_self_finite_d.csv, general_fixed_points_finite_d.csv, general_fixed_point_theory.csv,
+general_fixed_points.csv + sidecar JSON).
 
 * general_phase_grid: both rank-1 branches of the general state evolution (attnlib.solve_general, rules up to 2^13
   points per scrambling, four scramblings) on a grid of alpha, for the family at L = 3, 4.
@@ -16,6 +17,10 @@ general_self_finite_d.csv + sidecar JSON).
   with L) and for a three-token matrix a rank-one student cannot represent (A = 0.2 + 0.4 I: each token attends
   most to itself) on a grid of alpha.
 * general_self_finite_d: finite-d minimisers for the self-attending matrix at student rank 1 and 2.
+* general_fixed_points_finite_d: L-BFGS minimisers at d = 1000, 2000, 4000 (seeds 0-3) beside fixed points of the
+  general state evolution (L = 3 at omega = 0.3, L = 4 at omega = 0.4, rank 1, both branches; rank 2 at L = 2),
+  three alpha each; general_fixed_point_theory: the fixed points there (rules up to 2^15 points);
+  general_fixed_points: the seed means extrapolated in 1/d against the fixed points (attnlib.finite_d.extrapolation).
 
 Usage::
 
@@ -46,7 +51,7 @@ from attnlib.finite_d.simulation import simulate_erm
 from attnlib.parallel import run_jobs
 from attnlib.params import TaskParams
 from attnlib.theory.attention import softmax_rows
-from attnlib.theory.general_state_evolution import GeneralSolver
+from attnlib.theory.general_state_evolution import GeneralOverlaps, GeneralSolver, general_nodes, general_test_error
 from attnlib.theory.general_thresholds import NO_ROOT, distinct_branch, general_threshold
 from attnlib.theory.generalisation import linear_baseline_error
 from attnlib.theory.sweeps import ThresholdNotFound, critical_alpha, linear_crossing_alpha
@@ -79,6 +84,20 @@ BRANCH_ALPHAS = (0.5, 1.0, 1.5)
 SELF_OMEGA = 0.3
 SELF_ALPHAS = (0.3, 0.45, 0.6, 0.75, 0.9, 1.2, 1.5)
 SELF_START_M = (1.0, 0.0, -1.0)
+#: finite d against the fixed points, extrapolated in 1/d: case -> (omega, student rank, alphas, starts). L3 at
+#: omega = 0.3 and L4 at omega = 0.4 (where descent from the positional start stays on its branch over the whole
+#: range; the theory is general_phase_grid's), and a rank-2 student at L = 2 with the paper's A (the theory is
+#: general_theory's case 'rank2', written by scripts/regenerate_general_data.py)
+FIXED_POINT_CASES = {"L3": (0.3, 1, (0.65, 0.9, 1.25), ("semantic", "positional")),
+                     "L4": (0.4, 1, (0.65, 0.9, 1.25), ("semantic", "positional")),
+                     "rank2": (0.3, 2, (0.75, 1.25, 2.0), ("semantic", "positional", "random"))}
+FIXED_POINT_DS = (1000, 2000, 4000)
+FIXED_POINT_SEEDS = (0, 1, 2, 3)
+FIXED_POINT_TABLES = ("general_fixed_points_finite_d", "general_fixed_point_theory", "general_fixed_points")
+#: the rule (2^GE_ORDER points, one scrambling) of the Gaussian-equivalent test error of a finite-d minimiser
+GE_ORDER = 15
+#: the quantities compared with the fixed points
+FIXED_POINT_QUANTITIES = ("train_loss", "test_error", "test_error_ge", "q_trace", "theta_norm", "m_norm")
 CITATION = "cui2024phase"
 
 
@@ -93,6 +112,8 @@ def case_A(case: str) -> np.ndarray:
 
 
 def case_params(case: str, omega: float) -> TaskParams:
+    if case == "rank2":  # the paper's two-token task, as in general_theory
+        return TaskParams(sigma=SIGMA, lam=LAM, omega=omega)
     return TaskParams(sigma=SIGMA, lam=LAM, omega=omega, A=tuple(map(tuple, case_A(case).tolist())))
 
 
@@ -219,6 +240,33 @@ DESCRIPTIONS = {
         "rank, train_loss, test_error, test_error_stderr, theta_norm (|theta| over the columns), m_norm "
         "(|M|_F/sqrt 2), score_eig1 >= score_eig2 (the eigenvalues of the positional scores M M^T on the sum-zero "
         "directions), eps_lin, converged."),
+    "general_fixed_points_finite_d": (
+        "Finite-d minimisers of the empirical risk beside fixed points of the general state evolution, for the "
+        "extrapolation in 1/d (attnlib.simulate_erm, L-BFGS, simplex encodings, teacher normalised; d = 1000, "
+        "2000, 4000, seeds 0-3, 10 000 test samples): case 'L3' (the family at L = 3, omega = 0.3) and 'L4' (L = 4, "
+        "omega = 0.4), rank 1, from the semantic and the positional start at alpha = 0.65, 0.9, 1.25; case 'rank2' "
+        "(L = 2, the paper's A, omega = 0.3), a rank-2 student from the semantic, positional and random starts at "
+        "alpha = 0.75, 1.25, 2. Columns: case, L, rank, omega, d, alpha, seed, start, q_trace (sigma^2 tr Q^T Q/d), "
+        "theta_norm (|theta| over the columns), m_norm (|M|_F/sqrt 2, M = P Q/sqrt d), branch (rank 1: semantic "
+        "where theta_norm > m_norm/4; rank 2: free), train_loss, test_error (Monte Carlo over the test set), "
+        "test_error_stderr, test_error_ge (the state evolution's test error at the minimiser's overlaps: Gaussian "
+        "equivalence, exact up to O(1/d), on one scrambling of 2^15 points), overlaps (JSON: q = sigma^2 Q^T Q/d, "
+        "M, theta), converged."),
+    "general_fixed_point_theory": (
+        "The fixed points compared with the finite-d minimisers of general_fixed_points_finite_d (attnlib."
+        "solve_general; four scramblings of rules from 2^12 up to 2^15 points while a relative standard error is "
+        "above 2e-3): cases L3, L4 (rank 1, semantic and positional branches) and rank2 (the free branch), at the "
+        "same alpha. Columns: case, omega, alpha, branch, train_loss, train_loss_err, test_error, test_error_err, "
+        "q_trace (tr q), theta_norm (|theta|), m_norm (|M|_F/sqrt 2), converged, precise, rule, seconds."),
+    "general_fixed_points": (
+        "The minimisers of general_fixed_points_finite_d against the fixed points of general_fixed_point_theory, by attnlib.finite_d.extrapolation.compare_with_fixed_points: per case, alpha, branch "
+        "and quantity, the seed means per d fitted by a + b/d (weighted, error scaled by the fit's chi2) and the "
+        "intercept against the theory. Minimisers compared (attnlib.finite_d.extrapolation.branch_minimisers): rank "
+        "1, each start's where it stayed on its own branch; rank 2, the lowest training loss of the three starts per "
+        "training set. Columns: case, alpha, branch, quantity (train_loss, test_error, test_error_ge, q_trace, "
+        "theta_norm, m_norm; an overlap the branch holds at zero is left out), theory, theory_err, d_max, fd_dmax, fd_dmax_err, fd_inf, fd_inf_err (the extrapolation), slope, "
+        "chi2, n_d, n_seeds, rel_diff (fd_inf/theory - 1), z ((fd_inf - theory) over the combined error), omega, "
+        "theory_converged, theory_precise."),
 }
 
 
@@ -256,6 +304,38 @@ def self_finite_d_row(d: int, alpha: float, seed: int, start: str, rank: int) ->
                 test_error=r.test_error, test_error_stderr=r.test_error_stderr,
                 theta_norm=float(np.linalg.norm(r.theta_cols)), m_norm=float(np.linalg.norm(M) / math.sqrt(2.0)),
                 score_eig1=float(ev[0]), score_eig2=float(ev[1]), eps_lin=linear_baseline_error(p),
+                converged=r.converged)
+
+
+def fixed_point_finite_d_row(case: str, d: int, alpha: float, seed: int, start: str) -> dict:
+    """A finite-d minimiser of :data:`FIXED_POINT_CASES` with the rotation-invariant overlaps the general engine
+    reports: ``q_trace = sigma^2 tr(Q^T Q)/d``, ``theta_norm`` (over the columns) and ``m_norm = |M|_F/sqrt 2``;
+    with the Monte-Carlo test error, ``test_error_ge``: the state evolution's test error at the minimiser's
+    overlaps (Gaussian equivalence, exact up to ``O(1/d)``; attnlib.theory.general_state_evolution.
+    general_test_error on a rule of 2^GE_ORDER points), free of the test set's sampling error."""
+    omega, rank = FIXED_POINT_CASES[case][:2]
+    p = case_params(case, omega)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        r = simulate_erm(p, d=d, alpha=alpha, start=start, seed=seed, method="lbfgs", n_test=N_TEST,
+                         normalize_teacher=True, keep_Q=True, rank=rank)
+    Q = np.asarray(r.Q).reshape(d, -1)
+    M = positional_encodings(d, p.L) @ Q / math.sqrt(d)
+    m_norm = float(np.linalg.norm(M) / math.sqrt(2.0))
+    theta_norm = float(np.linalg.norm(r.theta_cols))
+    q = p.sigma ** 2 * Q.T @ Q / d
+    x = GeneralOverlaps(q=q, M=M, V=np.eye(rank), theta=np.array(r.theta_cols))
+    test_error_ge = general_test_error(p, x, general_nodes(p.L, rank, GE_ORDER, 3))
+    if rank == 1:
+        branch = "semantic" if theta_norm > 0.25 * m_norm else "positional"
+    else:
+        branch = "free"
+    return dict(case=case, L=p.L, rank=rank, omega=omega, d=d, alpha=alpha, seed=seed, start=start,
+                q_trace=float(sum(r.q_cols)), theta_norm=theta_norm, m_norm=m_norm, branch=branch,
+                train_loss=r.train_loss, test_error=r.test_error, test_error_stderr=r.test_error_stderr,
+                test_error_ge=test_error_ge,
+                overlaps=json.dumps(dict(q=np.round(q, 8).tolist(), M=np.round(M, 8).tolist(),
+                                         theta=np.round(np.array(r.theta_cols), 8).tolist())),
                 converged=r.converged)
 
 
@@ -304,9 +384,66 @@ def build_self_finite_d(n_jobs, out):
     return fd.sort_values(["rank", "d", "alpha", "seed", "start"])
 
 
+def build_fixed_points_finite_d(n_jobs, out):
+    jobs = [(fixed_point_finite_d_row, dict(case=c, d=d, alpha=a, seed=s, start=st))
+            for d in sorted(FIXED_POINT_DS, reverse=True) for c, (_, _, alphas, starts) in FIXED_POINT_CASES.items()
+            for a in alphas for s in FIXED_POINT_SEEDS for st in starts]  # largest first
+    fd = pd.DataFrame(run_jobs(jobs, n_jobs=n_jobs, progress=True, desc="fixed points, finite d"))
+    return fd.sort_values(["case", "d", "alpha", "seed", "start"])
+
+
+#: the solver of the fixed points compared with finite d: rules up to 2^15 points per scrambling (the grid's 2^13
+#: missed the precision target on the positional branch at L = 3)
+FIXED_POINT_SOLVER = GeneralSolver(order=12, max_order=15, max_iter=150)
+
+
+def fixed_point_theory_row(case: str, alpha: float, branch: str) -> dict:
+    """One fixed point of :data:`FIXED_POINT_CASES` by :data:`FIXED_POINT_SOLVER`, with the finite-d table's
+    rotation-invariant overlaps."""
+    from attnlib.theory.general_state_evolution import solve_general
+    omega, rank = FIXED_POINT_CASES[case][:2]
+    p = case_params(case, omega)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        r = solve_general(p, alpha, branch, rank=rank, solver=FIXED_POINT_SOLVER)
+    return dict(case=case, omega=omega, alpha=alpha, branch=branch, train_loss=r.train_loss,
+                train_loss_err=float(r.stderr["train_loss"]), test_error=r.test_error,
+                test_error_err=float(r.stderr["test_error"]), q_trace=float(np.trace(r.q)),
+                theta_norm=float(np.linalg.norm(r.theta)), m_norm=r.m, converged=r.converged, precise=r.precise,
+                rule=r.rule, seconds=r.seconds)
+
+
+def build_fixed_point_theory(n_jobs, out):
+    jobs = [(fixed_point_theory_row, dict(case=c, alpha=a, branch=b))
+            for c, (_, rank, alphas, _) in FIXED_POINT_CASES.items() for a in alphas
+            for b in (("free",) if rank > 1 else ("semantic", "positional"))]
+    rows = pd.DataFrame(run_jobs(jobs, n_jobs=n_jobs, progress=True, desc="fixed points, theory"))
+    return rows.sort_values(["case", "branch", "alpha"])
+
+
+def fixed_point_theory(out) -> pd.DataFrame:
+    """general_fixed_point_theory with the test error also under the name of the finite-d Gaussian-equivalent
+    one (the same quantity of the theory)."""
+    th = pd.read_csv(out / "general_fixed_point_theory.csv")
+    return th.assign(test_error_ge=th.test_error, test_error_ge_err=th.test_error_err)
+
+
+def build_fixed_points(n_jobs, out):
+    from attnlib.finite_d.extrapolation import branch_minimisers, compare_with_fixed_points
+    fd = branch_minimisers(pd.read_csv(out / "general_fixed_points_finite_d.csv"))
+    theory = fixed_point_theory(out)
+    table = compare_with_fixed_points(fd, theory, quantities=FIXED_POINT_QUANTITIES)
+    flags = theory[["case", "alpha", "branch", "omega", "converged", "precise"]].rename(
+        columns={"converged": "theory_converged", "precise": "theory_precise"})
+    return table.merge(flags, on=["case", "alpha", "branch"], how="left").sort_values(
+        ["case", "branch", "alpha", "quantity"])
+
+
 BUILDERS = {"general_phase_grid": build_grid, "general_phase": build_phase,
             "general_phase_finite_d": build_phase_finite_d,
-            "general_branches": build_branches, "general_self_finite_d": build_self_finite_d}
+            "general_branches": build_branches, "general_self_finite_d": build_self_finite_d,
+            "general_fixed_points_finite_d": build_fixed_points_finite_d,
+            "general_fixed_point_theory": build_fixed_point_theory, "general_fixed_points": build_fixed_points}
 
 
 def main(argv=None):
@@ -333,7 +470,10 @@ def main(argv=None):
                                 precision=SOLVER.precision),
                     grid_alphas=list(GRID_ALPHAS), alphas_fd=list(ALPHAS_FD), branch_alphas=list(BRANCH_ALPHAS),
                     self_alphas=list(SELF_ALPHAS),
-                    ds=list(DS), seeds=list(SEEDS), n_test=N_TEST,
+                    ds=list(FIXED_POINT_DS if stem in FIXED_POINT_TABLES else DS),
+                    seeds=list(FIXED_POINT_SEEDS if stem in FIXED_POINT_TABLES else SEEDS), n_test=N_TEST,
+                    fixed_point_cases={c: dict(omega=w, rank=r, alphas=list(a), starts=list(st))
+                                       for c, (w, r, a, st) in FIXED_POINT_CASES.items()},
                     attnlib_version=attnlib.__version__, attnlib_fingerprint=library_fingerprint(),
                     blas_threads=1, n_jobs=args.n_jobs, n_rows=len(df), wall_time_s=round(wall, 1),
                     python=sys.version.split()[0], numpy=np.__version__, machine=platform.machine(),
