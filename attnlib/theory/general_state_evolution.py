@@ -176,7 +176,7 @@ class GeneralSolver:
         A full proximal search every so many iterations (local descents from the last minimisers in between).
     chord : bool
         After the first scrambling's fixed point, solve the others and the finer rules by chord steps with the
-        Jacobian of the map there (:mod:`attnlib.theory.general_chord`), the iteration taking over where a chord
+        Jacobian of the map there (``attnlib.theory.general_chord``), the iteration taking over where a chord
         fails; ``False``: the iteration throughout. Both stop at the same ``tol``.
     margin : float
         Between full searches, nodes whose runner-up minimum lay within this of the best are also descended from
