@@ -23,7 +23,8 @@ def test_every_table_in_one_run():
     assert len(listed) == len(set(listed))
     for script in runs.script.unique():
         assert (ROOT / script).is_file(), script
-    assert (runs.minutes > 0).all() and (runs.workers >= 1).all()
+    # a wall time is recorded for every run (a table derived from others in well under a minute shows 0.0)
+    assert runs.minutes.notna().all() and (runs.minutes >= 0).all() and (runs.workers >= 1).all()
     phase = runs[runs.script == "scripts/regenerate_phase_data.py"]
     assert set(phase.part) == set(PHASE_PARTS)
 
