@@ -103,6 +103,6 @@ def compare_with_fixed_points(finite_d: pd.DataFrame, theory: pd.DataFrame, keys
                          "d_max": d_max, "fd_dmax": fit["by_d"][d_max], "fd_dmax_err": fit["err_by_d"][d_max],
                          "fd_inf": fit["inf"], "fd_inf_err": fit["inf_err"], "slope": fit["slope"],
                          "chi2": fit["chi2"], "n_d": len(fit["by_d"]), "n_seeds": fit["n_seeds"],
-                         "rel_diff": fit["inf"] / value - 1.0 if value != 0 else math.nan,
+                         "rel_diff": fit["inf"] / value - 1.0,
                          "z": (fit["inf"] - value) / scale if scale > 0 else math.nan})
     return pd.DataFrame(rows)

@@ -137,19 +137,13 @@ def _difference_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.
     nodes, weights = se_nodes(solver.quadrature, symmetry_generators(params, hold))
     _, _, warm = conjugates_and_energy(params, alpha, x0, nodes, weights, solver, hold)
     warm = (warm[0], np.zeros(len(nodes), bool))
-    xa = x0.as_array()
-    J = np.empty((len(free), len(free)))
-    for j, i in enumerate(free):
-        h = _FD_STEP * max(abs(xa[i]), 1e-3)
-        images = []
-        for sign in (1.0, -1.0):
-            e = xa.copy()
-            e[i] += sign * h
-            hat, _, _ = conjugates_and_energy(params, alpha, Overlaps.from_array(e), nodes, weights, solver, hold,
-                                              warm=warm)
-            images.append(overlaps_from_conjugates(params, hat).as_array())
-        J[:, j] = (images[0] - images[1])[free] / (2.0 * h)
-    return J
+
+    def image(e):
+        hat, _, _ = conjugates_and_energy(params, alpha, Overlaps.from_array(e), nodes, weights, solver, hold,
+                                          warm=warm)
+        return overlaps_from_conjugates(params, hat).as_array()
+
+    return _central_jacobian(image, x0.as_array(), free)
 
 
 def _pooled_jacobian(pooled: "_PooledMap", x0: np.ndarray, free: list) -> np.ndarray:
@@ -158,17 +152,28 @@ def _pooled_jacobian(pooled: "_PooledMap", x0: np.ndarray, free: list) -> np.nda
     left at ``x0``'s proximal points."""
     pooled(Overlaps.from_array(x0), True)
     base = [(h, np.zeros(len(h), bool)) for h, _ in pooled.warm]
+
+    def image(e):
+        pooled.warm = base
+        return pooled(Overlaps.from_array(e), False)[0]
+
+    J = _central_jacobian(image, np.array(x0, dtype=float), free)
+    pooled.warm = base
+    return J
+
+
+def _central_jacobian(image, xa: np.ndarray, free: list) -> np.ndarray:
+    """Central differences of ``image`` (overlap array -> overlap array) at ``xa`` on the coordinates ``free``,
+    step ``_FD_STEP`` relative (floor 1e-3)."""
     J = np.empty((len(free), len(free)))
     for j, i in enumerate(free):
-        h = _FD_STEP * max(abs(x0[i]), 1e-3)
+        h = _FD_STEP * max(abs(xa[i]), 1e-3)
         images = []
         for sign in (1.0, -1.0):
-            e = np.array(x0, dtype=float)
+            e = xa.copy()
             e[i] += sign * h
-            pooled.warm = base
-            images.append(pooled(Overlaps.from_array(e), False)[0])
+            images.append(image(e))
         J[:, j] = (images[0] - images[1])[free] / (2.0 * h)
-    pooled.warm = base
     return J
 
 

@@ -23,8 +23,8 @@ import math
 
 import numpy as np
 
-from .general_state_evolution import (GeneralOverlaps, _ScramblingOutcome, _block_residual, _check_domain,
-                                      _match_signs, _project, general_channel, general_prior_update)
+from .general_state_evolution import (GeneralOverlaps, _ScramblingOutcome, _block_residual, _block_scales,
+                                      _check_domain, _image, _project)
 
 __all__ = ["map_jacobian", "chord_fixed_point", "CHORD_MAX_STEPS", "CHORD_STEP"]
 
@@ -33,15 +33,6 @@ CHORD_MAX_STEPS = 12
 
 #: Relative step of the central differences, times the largest entry of the coordinate's block (floor 1e-4).
 CHORD_STEP = 1e-4
-
-
-def _image(params, alpha, x, nodes, hold, G, warm, solver, margin):
-    """``F(x)`` in the iteration's near-fixed-point gauge, and the channel."""
-    ch = general_channel(params, alpha, x, nodes, hold, warm, margin, solver.backend)
-    fx = general_prior_update(params, ch, G)
-    fx = _project(_match_signs(fx.canonical(), x), hold)
-    _check_domain(params, fx)
-    return fx, ch
 
 
 def _sign_gauge(x, ref) -> np.ndarray:
@@ -53,14 +44,6 @@ def _sign_gauge(x, ref) -> np.ndarray:
     s = np.where(np.einsum("ij,ij->j", K, Kr) < 0, -1.0, 1.0)
     ones = GeneralOverlaps.from_vector(np.ones(x.to_vector().size), x.L, x.rank)
     return ones.rotated(np.diag(s)).to_vector()
-
-
-def _block_scales(x) -> np.ndarray:
-    """Per coordinate of ``x.to_vector()``, the largest entry of its block (``q``, ``V``, ``theta``, ``M``),
-    at least ``1e-4``."""
-    sizes = [len(np.triu_indices(x.rank)[0])] * 2 + [x.rank, x.M.size]
-    blocks = [x.q, x.V, x.theta, x.M]
-    return np.concatenate([np.full(n, max(float(np.max(np.abs(b))), 1e-4)) for n, b in zip(sizes, blocks)])
 
 
 def map_jacobian(params, alpha: float, x, nodes, hold, G, prox, solver) -> np.ndarray:
@@ -79,7 +62,7 @@ def map_jacobian(params, alpha: float, x, nodes, hold, G, prox, solver) -> np.nd
             v = v0.copy()
             v[j] += sgn * steps[j]
             xv = GeneralOverlaps.from_vector(v, L, r)
-            fx, _ = _image(params, alpha, xv, nodes, hold, G, prox, solver, 0.0)
+            fx, _ = _image(params, alpha, xv, nodes, hold, G, prox, 0.0, solver.backend)
             cols.append(fx.to_vector())
         J[:, j] = (cols[0] - cols[1]) / (2.0 * steps[j])
     return J
@@ -105,7 +88,7 @@ def chord_fixed_point(params, alpha: float, x, nodes, hold, G, J: np.ndarray, J_
     for _ in range(CHORD_MAX_STEPS + 1):
         full = warm is None
         try:
-            fx, ch = _image(params, alpha, x, nodes, hold, G, warm, solver, solver.margin)
+            fx, ch = _image(params, alpha, x, nodes, hold, G, warm, solver.margin, solver.backend)
         except FloatingPointError:
             return None, last
         n_maps += 1

@@ -479,15 +479,30 @@ class _ScramblingOutcome:
     residual: float
 
 
+def _block_scales(x: GeneralOverlaps) -> np.ndarray:
+    """Per coordinate of ``x.to_vector()``, the largest entry of its matrix (``q``, ``V``, ``theta`` or ``M``), at
+    least ``1e-4``."""
+    blocks = (x.q, x.V, x.theta, x.M)
+    sizes = (len(np.triu_indices(x.rank)[0]),) * 2 + (x.rank, x.M.size)
+    return np.concatenate([np.full(n, max(float(np.max(np.abs(b))), 1e-4)) for n, b in zip(sizes, blocks)])
+
+
 def _block_residual(x: GeneralOverlaps, fx: GeneralOverlaps) -> float:
     """The largest change from ``x`` to its image ``fx`` of an entry of ``q``, ``V``, ``theta`` or ``M``, relative to
-    the largest entry of its matrix (absolute below ``1e-4``); at ``L = 2``, ``r = 1`` the relative change of
-    each overlap, as in the ``L = 2`` solver."""
-    out = 0.0
-    for k in ("q", "V", "theta", "M"):
-        a, b = getattr(x, k), getattr(fx, k)
-        out = max(out, float(np.max(np.abs(b - a))) / max(float(np.max(np.abs(a))), 1e-4))
-    return out
+    the largest entry of its matrix (absolute below ``1e-4``, :func:`_block_scales`); at ``L = 2``, ``r = 1`` the
+    relative change of each overlap, as in the ``L = 2`` solver."""
+    return float(np.max(np.abs(fx.to_vector() - x.to_vector()) / _block_scales(x)))
+
+
+def _image(params, alpha, x: GeneralOverlaps, nodes, hold, G, warm, margin, backend, canonical: bool = True):
+    """The map at ``x``: its image in the gauge of ``x`` (``canonical``: the canonical gauge with the signs of
+    ``x``, :func:`_match_signs`; else aligned with ``x``, :func:`_align`), projected on the branch, and the channel;
+    ``FloatingPointError`` when the image leaves the domain."""
+    ch = general_channel(params, alpha, x, nodes, hold, warm, margin, backend)
+    fx = general_prior_update(params, ch, G)
+    fx = _project(_match_signs(fx.canonical(), x) if canonical else _align(fx, x), hold)
+    _check_domain(params, fx)
+    return fx, ch
 
 
 #: Iterations without the residual halving after which the mixing history is restarted.
@@ -515,10 +530,8 @@ def _solve_one(params, alpha, x, nodes, hold, G, solver: GeneralSolver) -> _Scra
     for it in range(1, solver.max_iter + 1):
         full = warm is None or since_full >= solver.full_every - 1
         try:
-            ch = general_channel(params, alpha, x, nodes, hold, None if full else warm, solver.margin, solver.backend)
-            fx = general_prior_update(params, ch, G)
-            fx = _project(_match_signs(fx.canonical(), x) if canonical else _align(fx, x), hold)
-            _check_domain(params, fx)
+            fx, ch = _image(params, alpha, x, nodes, hold, G, None if full else warm, solver.margin, solver.backend,
+                            canonical)
         except FloatingPointError:
             if last_valid is None or n_back >= 12:
                 break
