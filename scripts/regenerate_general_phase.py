@@ -86,8 +86,8 @@ SELF_ALPHAS = (0.3, 0.45, 0.6, 0.75, 0.9, 1.2, 1.5)
 SELF_START_M = (1.0, 0.0, -1.0)
 #: finite d against the fixed points, extrapolated in 1/d: case -> (omega, student rank, alphas, starts). L3 at
 #: omega = 0.3 and L4 at omega = 0.4 (where descent from the positional start stays on its branch over the whole
-#: range; the theory is general_phase_grid's), and a rank-2 student at L = 2 with the paper's A (the theory is
-#: general_theory's case 'rank2', written by scripts/regenerate_general_data.py)
+#: range), and a rank-2 student at L = 2 with the paper's A (as general_theory's case 'rank2'); the fixed points
+#: are general_fixed_point_theory's (FIXED_POINT_SOLVER)
 FIXED_POINT_CASES = {"L3": (0.3, 1, (0.65, 0.9, 1.25), ("semantic", "positional")),
                      "L4": (0.4, 1, (0.65, 0.9, 1.25), ("semantic", "positional")),
                      "rank2": (0.3, 2, (0.75, 1.25, 2.0), ("semantic", "positional", "random"))}
@@ -259,13 +259,14 @@ DESCRIPTIONS = {
         "same alpha. Columns: case, omega, alpha, branch, train_loss, train_loss_err, test_error, test_error_err, "
         "q_trace (tr q), theta_norm (|theta|), m_norm (|M|_F/sqrt 2), converged, precise, rule, seconds."),
     "general_fixed_points": (
-        "The minimisers of general_fixed_points_finite_d against the fixed points of general_fixed_point_theory, by attnlib.finite_d.extrapolation.compare_with_fixed_points: per case, alpha, branch "
-        "and quantity, the seed means per d fitted by a + b/d (weighted, error scaled by the fit's chi2) and the "
+        "The minimisers of general_fixed_points_finite_d against the fixed points of general_fixed_point_theory, "
+        "by attnlib.finite_d.extrapolation.compare_with_fixed_points: per case, alpha, branch and quantity, the "
+        "seed means per d fitted by a + b/d (weighted, error scaled by the fit's chi2) and the "
         "intercept against the theory. Minimisers compared (attnlib.finite_d.extrapolation.branch_minimisers): rank "
         "1, each start's where it stayed on its own branch; rank 2, the lowest training loss of the three starts per "
         "training set. Columns: case, alpha, branch, quantity (train_loss, test_error, test_error_ge, q_trace, "
-        "theta_norm, m_norm; an overlap the branch holds at zero is left out), theory, theory_err, d_max, fd_dmax, fd_dmax_err, fd_inf, fd_inf_err (the extrapolation), slope, "
-        "chi2, n_d, n_seeds, rel_diff (fd_inf/theory - 1), z ((fd_inf - theory) over the combined error), omega, "
+        "theta_norm, m_norm; an overlap the branch holds at zero is left out), theory, theory_err, d_max, "
+        "fd_dmax, fd_dmax_err, fd_inf, fd_inf_err (the extrapolation), slope, chi2, n_d, n_seeds, rel_diff (fd_inf/theory - 1), z ((fd_inf - theory) over the combined error), omega, "
         "theory_converged, theory_precise."),
 }
 
