@@ -204,7 +204,7 @@ def test_positional_end_is_reproduced_by_other_seed_sets():
     where three seed sets stop agreeing on m, it is reproduced by the sets of another scrambling within 0.05
     (spread 0.033 over three scramblings there). At the bracket's resolved side the sets agree on a resolved m,
     at its other side they do not."""
-    from attnlib.theory.pooled_end import POSITIONAL_RESOLUTION, positional_end
+    from attnlib.theory.pooled_end import positional_end
 
     p = P.with_(omega=0.1)
     ends = []
@@ -214,7 +214,7 @@ def test_positional_end_is_reproduced_by_other_seed_sets():
         row = positional_end(p, settings)
         assert row["kind"] == "agreement" and row["converged"] and row["n_solves"] <= 60
         lo, hi = row["bracket_lo"], row["bracket_hi"]
-        assert math.log(hi / lo) <= POSITIONAL_RESOLUTION * 1.0001 and lo <= row["alpha"] <= hi
+        assert math.log(hi / lo) <= AGREEMENT_RESOLUTION * 1.0001 and lo <= row["alpha"] <= hi
         assert row["overlap"] >= 0.2 * p.rho
         ends.append(row["alpha"])
         if s == 0:
@@ -245,8 +245,7 @@ def test_positional_end_does_not_depend_on_where_the_trace_stops():
     spread of the end over scramblings there (0.067; measured: 1.082 and 1.049 from a trace lost at 0.763).
     Stepping on from the trace's last point alone, with a set whose chord failed counted as disagreeing, gave 0.928
     from a trace lost at 0.763 against 1.083 from one that folded at 1.078."""
-    from attnlib.theory.pooled_end import (POSITIONAL_MAX_SOLVES, POSITIONAL_MAX_STEP, POSITIONAL_RESOLUTION,
-                                         POSITIONAL_STEP)
+    from attnlib.theory.pooled_end import POSITIONAL_MAX_SOLVES, POSITIONAL_MAX_STEP, POSITIONAL_STEP
 
     p = P.with_(omega=0.05)
     _, trace = _positional_trace(p, 0)
@@ -254,7 +253,7 @@ def test_positional_end_does_not_depend_on_where_the_trace_stops():
     for tr in (trace, _cut(trace, 0.75)):
         end = agreement_end(p, "positional", "upper", tr, seed_sets=agreement_seeds(0), step=POSITIONAL_STEP,
                             grow=1.5, max_step=POSITIONAL_MAX_STEP, edge=6.0, chain=True,
-                            max_solves=POSITIONAL_MAX_SOLVES, resolution=POSITIONAL_RESOLUTION)
+                            max_solves=POSITIONAL_MAX_SOLVES)
         assert end.kind == "agreement" and end.converged and end.overlap >= 0.2 * p.rho
         ends.append(end.alpha)
     assert ends[1] - ends[0] == pytest.approx(0.0, abs=0.05), ends
@@ -300,31 +299,3 @@ def test_an_end_agreed_only_off_the_traced_branch_is_refused():
     assert not _off_trace(end(0.2, 0.015), trace)
     assert not _off_trace(end(0.9, 0.005), trace)          # beyond the trace: the chain's collapse guard applies
     assert not _off_trace(end(0.2, 0.005, "range"), trace)
-
-
-def test_chain_start_is_the_line_through_the_two_nearest_agreements():
-    """_chain_start (agreement_end with chain): overlaps linear in log alpha are reproduced exactly at a new alpha
-    (extrapolated beyond, interpolated between the agreements), from the nearest agreement and the next nearest
-    one, not from a disagreement; the set's own fixed point at the nearest agreement where there is no second one
-    or the line leaves the domain (here V < 0)."""
-    from types import SimpleNamespace
-
-    from attnlib.theory.pooled_end import _chain_start
-
-    def fp(a, slope_v=1.0):
-        t = math.log(a)
-        return SimpleNamespace(q=0.05 + 0.01 * t, m=0.2 - 0.1 * t, V=20.0 + slope_v * t, theta=0.0)
-
-    def state(alphas, slope_v=1.0, failed=()):
-        return {a: (a not in failed, 0.0, [fp(a, slope_v), fp(a, slope_v)]) for a in alphas}
-
-    solved = state((1.0, 1.1, 1.2, 1.3), failed=(1.3,))
-    for alpha, near in ((1.28, 1.2), (1.15, 1.1)):
-        got = _chain_start(solved, near, 1, alpha, P.rho)
-        want = fp(alpha)
-        assert (got.q, got.m, got.V, got.theta) == pytest.approx((want.q, want.m, want.V, want.theta), rel=1e-12)
-    one = _chain_start(state((1.2,)), 1.2, 0, 1.3, P.rho)
-    assert (one.q, one.m, one.V) == (fp(1.2).q, fp(1.2).m, fp(1.2).V)
-    steep = state((1.0, 1.2), slope_v=-100.0)   # V falls by 100 per unit of log alpha: negative at alpha = 1.5
-    off = _chain_start(steep, 1.2, 0, 1.5, P.rho)
-    assert off.V == fp(1.2, -100.0).V

@@ -58,7 +58,7 @@ from .state_evolution import Overlaps
 __all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "positional_end",
            "agreement_end", "agreement_seeds", "END_STEP", "END_RESOLUTION", "END_COLLAPSE", "END_AGREEMENT",
            "AGREEMENT_START", "AGREEMENT_ORDER", "AGREEMENT_RESOLUTION", "POSITIONAL_STEP", "POSITIONAL_MAX_STEP",
-           "CHAIN_MIN_STEP", "POSITIONAL_RESOLUTION"]
+           "CHAIN_MIN_STEP"]
 
 #: First sweep step towards the end, in ``log alpha``; it grows by half while the defining overlap changes by
 #: less than a fifth per step, up to :data:`END_MAX_STEP`.
@@ -320,9 +320,8 @@ def _end_of_trace(params: TaskParams, branch: str, side: str, solver, alpha_rang
 
     key_options = {k: v for k, v in options.items() if k != "chain"}
     return cached(key, compute, use_cache=use_cache, params=params, branch=branch, side=side, seed_sets=sets,
-                  settings=settings, alpha_range=(lo, hi),
-                  **{"order": AGREEMENT_ORDER, "tolerance": END_AGREEMENT, "resolution": AGREEMENT_RESOLUTION,
-                     **key_options, **key_extra})
+                  settings=settings, alpha_range=(lo, hi), order=AGREEMENT_ORDER, tolerance=END_AGREEMENT,
+                  resolution=AGREEMENT_RESOLUTION, **key_options, **key_extra)
 
 
 def _off_trace(end: PooledEnd, trace: BranchTrace) -> bool:
@@ -383,20 +382,18 @@ def positional_end(params: TaskParams, solver=None, alpha_range=None, use_cache:
     single rule, small S-shaped wiggles of the curve stop it early, by up to 0.2 in ``alpha`` at omega = 0.1),
     the end is the last ``alpha`` at which the three seed sets :func:`agreement_seeds` of the continuation rule's
     scrambling agree on ``m``: from the trace's last point, steps of :data:`POSITIONAL_STEP` growing by half up
-    to :data:`POSITIONAL_MAX_STEP` while they agree, each set solved from its own fixed points at the nearest
-    agreements (``chain`` of :func:`agreement_end`), up to the top of the range (kind ``"range"`` when
-    they still agree there), the bracket closed to :data:`POSITIONAL_RESOLUTION`. None where the branch is not
-    found, where the continuation reaches the top of the range, or where the sets agree only off the traced
-    branch (at an ``alpha`` of the trace, on a defining overlap below half the trace's there): the continuation's
-    own end stands there. The row has one more entry, ``gap``:
+    to :data:`POSITIONAL_MAX_STEP` while they agree, each set solved from its own fixed point at the nearest
+    agreement (``chain`` of :func:`agreement_end`), up to the top of the range (kind ``"range"`` when
+    they still agree there). None where the branch is not found, where the continuation reaches the top of the
+    range, or where the sets agree only off the traced branch (at an ``alpha`` of the trace, on a defining overlap
+    below half the trace's there): the continuation's own end stands there. The row has one more entry, ``gap``:
     the semantic minus the positional training loss at the end's resolved side (both the seed sets' means; NaN
     where the semantic branch is not resolved there), which says whether the positional branch is still the lower
     one where it ends (:func:`attnlib.theory.sweeps.semantic_takeover`).
     """
     return _end_of_trace(params, "positional", "upper", solver, alpha_range, use_cache, "positional-end",
                          lambda trace: trace.upper.kind != "range", {}, step=POSITIONAL_STEP, grow=1.5,
-                         max_step=POSITIONAL_MAX_STEP, edge=True, chain=True, max_solves=POSITIONAL_MAX_SOLVES,
-                         resolution=POSITIONAL_RESOLUTION)
+                         max_step=POSITIONAL_MAX_STEP, edge=True, chain=True, max_solves=POSITIONAL_MAX_SOLVES)
 
 
 #: Largest relative spread (``(max - min) / mean``) of the defining overlap over independent seed sets at which
@@ -435,10 +432,6 @@ POSITIONAL_STEP = 0.04
 #: Longest step of :func:`positional_end` (the steps grow by half while the seed sets agree: the end can lie up to
 #: 0.3 in ``log alpha`` beyond the continuation's last point, or the branch can reach the top of the range).
 POSITIONAL_MAX_STEP = 0.16
-#: Final bracket width of :func:`positional_end`, in ``log alpha``: 2 %, 0.01-0.018 in alpha each side of the end at
-#: sigma = 0.5, lambda = 0.01, omega 0-0.2, below the end's spread over scramblings there (0.02-0.07); a tighter
-#: bracket would cost three solves per halving without narrowing the end's error.
-POSITIONAL_RESOLUTION = 0.02
 #: Fixed points solved at most by :func:`positional_end` (beyond the trace a set whose chord fails is solved again
 #: from nearer; 11-30 solves at sigma = 0.5, lambda = 0.01, omega 0.05-0.2).
 POSITIONAL_MAX_SOLVES = 90
@@ -487,26 +480,6 @@ def _bracket_end(test, a0: float, sign: float, step: float, resolution: float, l
         else:
             a_out = mid
     return a_in, a_out, ""
-
-
-def _chain_start(solved: dict, near: float, k: int, alpha: float, rho: float) -> Overlaps:
-    """Start of seed set ``k``'s chord at ``alpha`` beyond the trace (:func:`agreement_end` with ``chain``): the
-    line in ``log alpha`` through the set's own fixed points at ``near`` (the nearest agreement) and at the
-    next nearest agreement, evaluated at ``alpha``; its fixed point at ``near`` alone where there is
-    no second agreement or the line leaves the domain (``q, V > 0``, ``theta^2 <= rho q``). ``solved`` maps
-    ``alpha`` to ``(agree, mean overlap, fixed points)``. The line's error is second order in the step: at
-    omega = 0.05 (step 0.09 in ``log alpha`` near the positional end) the chord from it converges in 16 pooled
-    evaluations, from the fixed point at ``near`` it had not after 26."""
-    f = solved[near][2][k]
-    x = np.array([f.q, f.m, f.V, f.theta])
-    others = [a for a, v in solved.items() if v[0] and a != near]
-    if others:
-        prev = min(others, key=lambda a: abs(math.log(a / alpha)))
-        g = solved[prev][2][k]
-        line = x + (x - np.array([g.q, g.m, g.V, g.theta])) * (math.log(alpha / near) / math.log(near / prev))
-        if line[0] > 0 and line[2] > 0 and line[3] ** 2 <= rho * line[0]:
-            x = line
-    return Overlaps(*x.tolist())
 
 
 def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace, seed_sets=None,
@@ -571,11 +544,9 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
         kind ``"range"`` (the branch reaches the end of the range; ``alpha = edge``).
     chain : bool
         Beyond the trace's last point on ``side`` (where :meth:`BranchTrace.start_near` has only that point), each
-        set is solved from its own fixed points at the two ``alpha`` nearest to it where the sets agreed, on their
-        line in ``log alpha`` (:func:`_chain_start`; second order in the step, where the nearest fixed point alone
-        left chords of 0.09 in ``log alpha`` needing 3-5 times as many pooled evaluations); where its chord fails
+        set is solved from its own fixed point at the nearest ``alpha`` where the sets agreed; where its chord fails
         there, the sets are solved first halfway (recursively, down to steps of :data:`CHAIN_MIN_STEP`) and the set
-        again from there; and each set's defining overlap must be at least :data:`END_COLLAPSE`
+        again from its fixed point there; and each set's defining overlap must be at least :data:`END_COLLAPSE`
         times the sets' mean at that agreement (a collapse past a fold is not the branch). Every chord that fails
         from its start is tried once more with the pooled rule's own Jacobian (``own_jacobian`` of
         :func:`attnlib.solve_chord`). The end can then depend on the steps taken beyond the trace, not only on
@@ -644,13 +615,14 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
                     n_solves += 1
                     fp = pooled_point(params, alpha, branch, start, ss, order, 0.0, chain)[1]
                 while near is not None:
-                    # beyond the trace, whose last point can be too far off: from this set's own fixed points at
-                    # the nearest agreements (_chain_start); where that fails, from nearer, the sets solved halfway
+                    # beyond the trace, whose last point can be too far off: from this set's own fixed point at
+                    # the nearest agreement; where that fails, from a nearer one, the sets solved first halfway
                     # there (down to steps of CHAIN_MIN_STEP: a chord from too far off fails or collapses although
                     # the branch goes on)
+                    f = solved[near][2][k]
                     n_solves += 1
-                    fp = pooled_point(params, alpha, branch, _chain_start(solved, near, k, alpha, params.rho), ss,
-                                      order, 0.0, True)[1]
+                    fp = pooled_point(params, alpha, branch, Overlaps(f.q, f.m, f.V, f.theta), ss, order, 0.0,
+                                      chain)[1]
                     if on_branch(fp, solved[ref][1]):
                         break
                     mid = math.sqrt(near * alpha)
