@@ -213,6 +213,33 @@ def test_recompute_alpha_c_at_the_reference_point():
     assert thr["alpha_c"] == pytest.approx(row.alpha_c, abs=max(2e-3, 3 * row.alpha_c_pooled_err))
 
 
+
+@pytest.mark.replay
+def test_recompute_semantic_end_at_the_reference_point():
+    """The semantic branch's lower end at omega = 0.3 (scrambling 0), computed afresh (an empty disk cache), lands
+    within the end's own error of the stored run: the spread of the end over the table's three scramblings there
+    (the largest of the table, 0.020), and at least one final bracket (AGREEMENT_RESOLUTION in log alpha).
+
+    The end is where the three seed sets stop agreeing, bisected; each verdict at a bisection point near the end
+    rests on chords near a fold of the pooled rule, whose proximal points can switch minimum with round-off, so
+    another machine can reach a neighbouring bracket. Measured: under OpenBLAS's SkylakeX kernel (the machine
+    that made the table) the same 0.7342; under its Sandybridge kernel the verdict at 0.7342 itself flips and the
+    end is 0.7323 (bracket 0.7305-0.7342), a tenth of the spread. At omega = 0.425 both kernels gave the table's
+    0.9470 to 1e-12."""
+    from attnlib.theory.pooled_end import AGREEMENT_RESOLUTION, semantic_end
+
+    runs = load("phase_standard_runs.csv")
+    at = runs[np.isclose(runs.omega, 0.3)]
+    row = at[at.scrambling == 0].iloc[0]
+    spread = at.semantic_lower_alpha.max() - at.semantic_lower_alpha.min()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        end = semantic_end(STANDARD)
+    assert end["kind"] == row.semantic_lower_kind == "agreement" and end["converged"]
+    assert math.log(end["bracket_hi"] / end["bracket_lo"]) <= AGREEMENT_RESOLUTION * 1.0001
+    tol = max(spread, AGREEMENT_RESOLUTION * row.semantic_lower_alpha)
+    assert end["alpha"] == pytest.approx(row.semantic_lower_alpha, abs=tol), (end["alpha"], spread)
+
 def test_semantic_takeover_in_the_slices():
     """Where the global minimum turns semantic: at alpha_c when it exists, else at a branch end that the table
     itself records, never below the end of the semantic branch.
