@@ -35,6 +35,7 @@ from ..cache import cache_key
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams, check_finite_scalar, check_int
 from .accurate import ACCURATE_FIELDS, ACCURATE_RTOL, AccurateFixedPoint, check_rule_arguments
+from .differences import central_jacobian
 from .generalisation import test_error_from_overlaps
 from .quadrature import Quadrature
 from .state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy, _hold,
@@ -143,7 +144,12 @@ def _difference_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.
                                           warm=warm)
         return overlaps_from_conjugates(params, hat).as_array()
 
-    return _central_jacobian(image, x0.as_array(), free)
+    return central_jacobian(image, x0.as_array(), free, _fd_steps(x0.as_array(), free))
+
+
+def _fd_steps(x: np.ndarray, free: list) -> np.ndarray:
+    """Steps of the central differences on the coordinates ``free`` of ``x``: ``_FD_STEP`` relative (floor 1e-3)."""
+    return _FD_STEP * np.maximum(np.abs(np.asarray(x, dtype=float)[free]), 1e-3)
 
 
 def _pooled_jacobian(pooled: "_PooledMap", x0: np.ndarray, free: list) -> np.ndarray:
@@ -157,23 +163,8 @@ def _pooled_jacobian(pooled: "_PooledMap", x0: np.ndarray, free: list) -> np.nda
         pooled.warm = base
         return pooled(Overlaps.from_array(e), False)[0]
 
-    J = _central_jacobian(image, np.array(x0, dtype=float), free)
+    J = central_jacobian(image, x0, free, _fd_steps(x0, free))
     pooled.warm = base
-    return J
-
-
-def _central_jacobian(image, xa: np.ndarray, free: list) -> np.ndarray:
-    """Central differences of ``image`` (overlap array -> overlap array) at ``xa`` on the coordinates ``free``,
-    step ``_FD_STEP`` relative (floor 1e-3)."""
-    J = np.empty((len(free), len(free)))
-    for j, i in enumerate(free):
-        h = _FD_STEP * max(abs(xa[i]), 1e-3)
-        images = []
-        for sign in (1.0, -1.0):
-            e = xa.copy()
-            e[i] += sign * h
-            images.append(image(e))
-        J[:, j] = (images[0] - images[1])[free] / (2.0 * h)
     return J
 
 

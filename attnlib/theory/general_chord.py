@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from .differences import central_jacobian
 from .general_state_evolution import (GeneralOverlaps, _ScramblingOutcome, _block_residual, _block_scales,
                                       _check_domain, _image, _project)
 
@@ -54,17 +55,15 @@ def map_jacobian(params, alpha: float, x, nodes, hold, G, prox, solver) -> np.nd
     L, r = x.L, x.rank
     v0 = x.to_vector()
     held = _project(GeneralOverlaps.from_vector(np.ones_like(v0), L, r), hold).to_vector() == 0
-    steps = CHORD_STEP * _block_scales(x)
+    free = np.flatnonzero(~held)
+
+    def image(v):
+        xv = GeneralOverlaps.from_vector(v, L, r)
+        return _image(params, alpha, xv, nodes, hold, G, prox, 0.0, solver.backend)[0].to_vector()
+
+    # the images are projected on the branch: the rows of held coordinates are zero, like their columns
     J = np.zeros((v0.size, v0.size))
-    for j in np.flatnonzero(~held):
-        cols = []
-        for sgn in (1.0, -1.0):
-            v = v0.copy()
-            v[j] += sgn * steps[j]
-            xv = GeneralOverlaps.from_vector(v, L, r)
-            fx, _ = _image(params, alpha, xv, nodes, hold, G, prox, 0.0, solver.backend)
-            cols.append(fx.to_vector())
-        J[:, j] = (cols[0] - cols[1]) / (2.0 * steps[j])
+    J[np.ix_(free, free)] = central_jacobian(image, v0, free, CHORD_STEP * _block_scales(x)[free])
     return J
 
 
