@@ -266,7 +266,8 @@ DESCRIPTIONS = {
         "1, each start's where it stayed on its own branch; rank 2, the lowest training loss of the three starts per "
         "training set. Columns: case, alpha, branch, quantity (train_loss, test_error, test_error_ge, q_trace, "
         "theta_norm, m_norm; an overlap the branch holds at zero is left out), theory, theory_err, d_max, "
-        "fd_dmax, fd_dmax_err, fd_inf, fd_inf_err (the extrapolation), slope, chi2, n_d, n_seeds, rel_diff (fd_inf/theory - 1), z ((fd_inf - theory) over the combined error), omega, "
+        "fd_dmax, fd_dmax_err, fd_inf, fd_inf_err (the extrapolation), slope, chi2, n_d, n_seeds, "
+        "rel_diff (fd_inf/theory - 1), z ((fd_inf - theory) over the combined error), omega, "
         "theory_converged, theory_precise."),
 }
 

@@ -213,7 +213,6 @@ def test_recompute_alpha_c_at_the_reference_point():
     assert thr["alpha_c"] == pytest.approx(row.alpha_c, abs=max(2e-3, 3 * row.alpha_c_pooled_err))
 
 
-
 @pytest.mark.replay
 def test_recompute_semantic_end_at_the_reference_point():
     """The semantic branch's lower end at omega = 0.3 (scrambling 0), computed afresh (an empty disk cache), lands
@@ -239,6 +238,7 @@ def test_recompute_semantic_end_at_the_reference_point():
     assert math.log(end["bracket_hi"] / end["bracket_lo"]) <= AGREEMENT_RESOLUTION * 1.0001
     tol = max(spread, AGREEMENT_RESOLUTION * row.semantic_lower_alpha)
     assert end["alpha"] == pytest.approx(row.semantic_lower_alpha, abs=tol), (end["alpha"], spread)
+
 
 def test_semantic_takeover_in_the_slices():
     """Where the global minimum turns semantic: at alpha_c when it exists, else at a branch end that the table
