@@ -75,18 +75,30 @@ def _free_indices(hold: tuple) -> list[int]:
     return [i for i, pinned in ((0, None), (1, hold[0]), (2, None), (3, hold[1])) if pinned is None]
 
 
+#: Full evaluations of the pooled map kept per solve (:class:`_PooledMap` ``memo``).
+_MEMO_KEPT = 4
+
+
 class _PooledMap:
     """The map of the pooled rule, one block per scrambling: ``F(x)`` from the mean conjugates, ``F_k(x)`` and the
     conjugates and mean proximal value of every block."""
 
-    def __init__(self, params, alpha, hold, order, seeds, solver):
+    def __init__(self, params, alpha, hold, order, seeds, solver, memo: OrderedDict | None = None):
         generators = symmetry_generators(params, hold)
         self.blocks = [se_nodes(Quadrature("sobol-sym", order, s), generators) for s in seeds]
         self.params, self.alpha, self.hold, self.solver = params, alpha, hold, solver
         self.warm = None
         self.calls = 0
+        # the last few full evaluations, by the state's bytes (shared by the maps of one solve, which restart
+        # from the same point: a chord, the own Jacobian and the next chord all begin with a full search there)
+        self.memo = OrderedDict() if memo is None else memo
 
     def __call__(self, x: Overlaps, full: bool):
+        key = x.as_array().tobytes() if full else None
+        if key in self.memo:
+            out, self.warm = self.memo[key]
+            self.memo.move_to_end(key)
+            return out
         self.calls += 1
         hats, means, warm = [], [], []
         for k, (nodes, weights) in enumerate(self.blocks):
@@ -100,7 +112,12 @@ class _PooledMap:
         mean_hat = Conjugates(*np.mean([[h.q_hat, h.m_hat, h.V_hat, h.theta_hat] for h in hats], axis=0).tolist())
         fx = overlaps_from_conjugates(self.params, mean_hat)
         _check_state(fx, self.params.rho)
-        return fx.as_array(), mean_hat, float(np.mean(means)), hats, means
+        out = fx.as_array(), mean_hat, float(np.mean(means)), hats, means
+        if full:
+            self.memo[key] = (out, warm)
+            if len(self.memo) > _MEMO_KEPT:
+                self.memo.popitem(last=False)
+        return out
 
 
 def _with_hold(x: np.ndarray, hold: tuple) -> np.ndarray:
@@ -280,29 +297,29 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     retry = None if start is None or not start_rule else _with_hold(start.as_array(), hold)
     calls = 0
     while True:
-        pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
+        memo = OrderedDict()  # full evaluations at this order, shared by the maps below
+        pooled = _PooledMap(params, alpha, hold, order, seeds, solver, memo)
         x, out, converged, failure, left, used = _chord(pooled, x, step, free, tol, max_steps, noise_fraction)
         calls += pooled.calls
         if not converged and retry is not None:
             # the start rule's point lies too far off (or on another fixed point of that rule, near a fold):
             # go on from the given start, a point of the pooled rule's branch nearby when a sweep gives it
-            pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
+            pooled = _PooledMap(params, alpha, hold, order, seeds, solver, memo)
             x, out, converged, failure, left, used = _chord(pooled, retry, step, free, tol, max_steps,
                                                             noise_fraction)
             calls += pooled.calls
         retry = None
         if not converged and own_jacobian and not start_rule:
             # the start rule's Jacobian is far off: the pooled rule's own at the start
-            pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
+            pooled = _PooledMap(params, alpha, hold, order, seeds, solver, memo)
             x0a = x0.as_array()
             own = np.linalg.inv(np.eye(len(free)) - _pooled_jacobian(pooled, x0a, free))
-            pooled.calls = 0
             x, out, converged, failure, left, used = _chord(pooled, x0a, own, free, tol, max_steps, noise_fraction)
-            calls += pooled.calls + 1 + 2 * len(free)
+            calls += pooled.calls
             own_jacobian = False
         if not converged and failure and "after" in failure and "chord steps" in failure:
             # the chord contracts too slowly (next to a fold): secant updates from where it stopped
-            pooled = _PooledMap(params, alpha, hold, order, seeds, solver)
+            pooled = _PooledMap(params, alpha, hold, order, seeds, solver, memo)
             x, out, converged, failure, left, used = _chord(pooled, x, step, free, tol, max_steps,
                                                             noise_fraction, broyden=True)
             calls += pooled.calls
