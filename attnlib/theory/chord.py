@@ -88,6 +88,7 @@ class _PooledMap:
         self.blocks = [se_nodes(Quadrature("sobol-sym", order, s), generators) for s in seeds]
         self.params, self.alpha, self.hold, self.solver = params, alpha, hold, solver
         self.warm = None
+        self.teachers = [{} for _ in self.blocks]  # each block's last teacher diagonal (conjugates_and_energy)
         self.calls = 0
         # the last few full evaluations, by the state's bytes (shared by the maps of one solve, which restart
         # from the same point: a chord, the own Jacobian and the next chord all begin with a full search there)
@@ -104,7 +105,7 @@ class _PooledMap:
         for k, (nodes, weights) in enumerate(self.blocks):
             hat, mean_M, w = conjugates_and_energy(self.params, self.alpha, x, nodes, weights, self.solver,
                                                    self.hold, warm=None if full or self.warm is None
-                                                   else self.warm[k])
+                                                   else self.warm[k], teacher=self.teachers[k])
             hats.append(hat)
             means.append(mean_M)
             warm.append(w)
@@ -153,12 +154,13 @@ def _start_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.ndarr
 def _difference_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.ndarray:
     """:func:`_start_jacobian` computed."""
     nodes, weights = se_nodes(solver.quadrature, symmetry_generators(params, hold))
-    _, _, warm = conjugates_and_energy(params, alpha, x0, nodes, weights, solver, hold)
+    teacher = {}
+    _, _, warm = conjugates_and_energy(params, alpha, x0, nodes, weights, solver, hold, teacher=teacher)
     warm = (warm[0], np.zeros(len(nodes), bool))
 
     def image(e):
         hat, _, _ = conjugates_and_energy(params, alpha, Overlaps.from_array(e), nodes, weights, solver, hold,
-                                          warm=warm)
+                                          warm=warm, teacher=teacher)
         return overlaps_from_conjugates(params, hat).as_array()
 
     return central_jacobian(image, x0.as_array(), free, _fd_steps(x0.as_array(), free))

@@ -183,6 +183,7 @@ class FixedPointMap:
         self.free = FREE_OVERLAPS[branch]
         self.nodes, self.weights = se_nodes(self.solver.quadrature, symmetry_generators(params, self.hold))
         self.n_evaluations = 0
+        self._teacher = {}  # the last teacher diagonal at these nodes (conjugates_and_energy)
         self._last = None  # (key, output) of the last exact evaluation
         # warm (cheap) evaluations follow each node's own minimum by local descent and search the nodes near a
         # tie fully (with the tie smoothing applied to them): for the small moves of a finite difference they
@@ -218,7 +219,7 @@ class FixedPointMap:
         _check_state(x, self.params.rho)
         self.n_evaluations += 1
         hat, mean_M, new_warm = conjugates_and_energy(self.params, math.exp(t), x, self.nodes, self.weights,
-                                                      self.solver, self.hold, warm=warm)
+                                                      self.solver, self.hold, warm=warm, teacher=self._teacher)
         fx = overlaps_from_conjugates(self.params, hat)
         _check_state(fx, self.params.rho)
         out = (x, hat, mean_M, fx, new_warm)

@@ -317,7 +317,7 @@ def _smoothed(prox, tie_smoothing: float):
 
 def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: np.ndarray,
                           weights: np.ndarray, solver: SESolver, hold=(None, None),
-                          warm: tuple | None = None):
+                          warm: tuple | None = None, teacher: dict | None = None):
     """Conjugates of the overlaps ``x`` (book :eq:`eq-conjugates`), the mean proximal value ``E[M]`` and the proximal
     points.
 
@@ -333,6 +333,11 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
     (``m_hat = m_pin D``, ``theta_hat = theta_pin D / (sigma^2 rho)``), while ``V_hat`` keeps the integral
     value of ``theta_hat`` (it comes from Stein's lemma, ``V_hat = -alpha E[d g / d c]``).
 
+    ``teacher`` (optional) is a dict that a caller evaluating many states on the same ``nodes`` keeps for them: it
+    holds the last teacher diagonal with the two numbers it depends on (``theta / sqrt(q)`` and
+    ``sqrt(rho - theta^2 / q)``), which is reused while they are unchanged (always on the positional branch, where
+    ``theta = 0``).
+
     Returns
     -------
     Conjugates, float, tuple (h, near_jump) to pass as ``warm`` to the next call
@@ -343,7 +348,13 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
     sq = np.sqrt(x.q)
     b = np.sqrt(max(rho - x.theta**2 / x.q, 0.0))
     c = sq * xi + x.m * POSITION_SIGNS
-    t_diag = teacher_diagonal((x.theta / sq) * xi + b * eta, params)
+    key = (x.theta / sq, b)
+    if teacher is not None and teacher.get("key") == key:
+        t_diag = teacher["t_diag"]
+    else:
+        t_diag = teacher_diagonal(key[0] * xi + b * eta, params)
+        if teacher is not None:
+            teacher.update(key=key, t_diag=t_diag)
     if warm is not None and solver.prox_mode == "global":
         h_warm, near_jump = warm
         prox = minimise_locally(h_warm, c, t_diag, x.V, params.sigma, backend=solver.prox_backend)
