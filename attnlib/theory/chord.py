@@ -231,10 +231,13 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         step matrix (its Jacobian at ``start``): for a sweep along ``alpha`` near the end of a branch, where the
         start rule may have lost the branch that the pooled rule still has.
     own_jacobian : bool
-        With ``start_rule=False``: where the chord from ``start`` fails (near the start rule's own fold its Jacobian,
-        and so the chord's step, can be far off), it is tried once more from ``start`` with the Jacobian of the
-        pooled rule's own map there (central differences of its cheap evaluations: one full and ``2 k`` cheap
-        evaluations of the pooled rule for ``k`` free overlaps).
+        With ``start_rule=False``: the chord from ``start`` takes its step from the Jacobian of the pooled rule's own
+        map there (central differences of its cheap evaluations: one full and ``2 k`` cheap evaluations of the
+        pooled rule for ``k`` free overlaps) instead of the start rule's, which can be far off near the start rule's
+        own fold (where that chord stalls, secant updates go on from where it stopped, as always). Formerly the start
+        rule's chord ran first and this one only where it failed: beyond the continuation's trace the
+        positional end's first chords failed in 17 of 21 solves (omega = 0.05), after 25 steps each; going to the
+        own Jacobian at once gave the same positional ends to all digits at omega 0-0.2 in 25 % less time.
 
     Returns
     -------
@@ -298,10 +301,17 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     x = x0.as_array()
     retry = None if start is None or not start_rule else _with_hold(start.as_array(), hold)
     calls = 0
+    own_first = own_jacobian and not start_rule
     while True:
         memo = OrderedDict()  # full evaluations at this order, shared by the maps below
         pooled = _PooledMap(params, alpha, hold, order, seeds, solver, memo)
-        x, out, converged, failure, left, used = _chord(pooled, x, step, free, tol, max_steps, noise_fraction)
+        if own_first:
+            # the pooled rule's own Jacobian at the start (the start rule's can be far off near its own fold)
+            own = np.linalg.inv(np.eye(len(free)) - _pooled_jacobian(pooled, x, free))
+            x, out, converged, failure, left, used = _chord(pooled, x, own, free, tol, max_steps, noise_fraction)
+            own_first = False
+        else:
+            x, out, converged, failure, left, used = _chord(pooled, x, step, free, tol, max_steps, noise_fraction)
         calls += pooled.calls
         if not converged and retry is not None:
             # the start rule's point lies too far off (or on another fixed point of that rule, near a fold):
@@ -311,14 +321,6 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
                                                             noise_fraction)
             calls += pooled.calls
         retry = None
-        if not converged and own_jacobian and not start_rule:
-            # the start rule's Jacobian is far off: the pooled rule's own at the start
-            pooled = _PooledMap(params, alpha, hold, order, seeds, solver, memo)
-            x0a = x0.as_array()
-            own = np.linalg.inv(np.eye(len(free)) - _pooled_jacobian(pooled, x0a, free))
-            x, out, converged, failure, left, used = _chord(pooled, x0a, own, free, tol, max_steps, noise_fraction)
-            calls += pooled.calls
-            own_jacobian = False
         if not converged and failure and "after" in failure and "chord steps" in failure:
             # the chord contracts too slowly (next to a fold): secant updates from where it stopped
             pooled = _PooledMap(params, alpha, hold, order, seeds, solver, memo)
