@@ -296,22 +296,26 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
             x0 = follow_branch(params, alpha, branch, start, start_solver).overlaps
     else:
         x0 = Overlaps.from_array(_with_hold(start.as_array(), hold))
-    step = np.linalg.inv(np.eye(len(free)) - _start_jacobian(params, alpha, x0, hold, free, start_solver))
+
+    def start_step():
+        return np.linalg.inv(np.eye(len(free)) - _start_jacobian(params, alpha, x0, hold, free, start_solver))
+
+    own_first = own_jacobian and not start_rule
+    # the start rule's step matrix; with the own Jacobian first, only where the secant updates need it
+    step = None if own_first else start_step()
     solver = SESolver(n_ring=n_ring)
     x = x0.as_array()
     retry = None if start is None or not start_rule else _with_hold(start.as_array(), hold)
     calls = 0
-    own_first = own_jacobian and not start_rule
     while True:
         memo = OrderedDict()  # full evaluations at this order, shared by the maps below
         pooled = _PooledMap(params, alpha, hold, order, seeds, solver, memo)
+        first = step
         if own_first:
             # the pooled rule's own Jacobian at the start (the start rule's can be far off near its own fold)
-            own = np.linalg.inv(np.eye(len(free)) - _pooled_jacobian(pooled, x, free))
-            x, out, converged, failure, left, used = _chord(pooled, x, own, free, tol, max_steps, noise_fraction)
+            first = np.linalg.inv(np.eye(len(free)) - _pooled_jacobian(pooled, x, free))
             own_first = False
-        else:
-            x, out, converged, failure, left, used = _chord(pooled, x, step, free, tol, max_steps, noise_fraction)
+        x, out, converged, failure, left, used = _chord(pooled, x, first, free, tol, max_steps, noise_fraction)
         calls += pooled.calls
         if not converged and retry is not None:
             # the start rule's point lies too far off (or on another fixed point of that rule, near a fold):
@@ -324,6 +328,7 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
         if not converged and failure and "after" in failure and "chord steps" in failure:
             # the chord contracts too slowly (next to a fold): secant updates from where it stopped
             pooled = _PooledMap(params, alpha, hold, order, seeds, solver, memo)
+            step = start_step() if step is None else step
             x, out, converged, failure, left, used = _chord(pooled, x, step, free, tol, max_steps,
                                                             noise_fraction, broyden=True)
             calls += pooled.calls

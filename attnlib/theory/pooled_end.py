@@ -551,10 +551,10 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
         step from the pooled rule's own Jacobian at its start (``own_jacobian`` of :func:`attnlib.solve_chord`).
         The end can then depend on the steps taken beyond the trace, not only on ``alpha`` and the trace, but by
         less than the spread over scramblings: at omega = 0.05 (sigma = 0.5, lambda = 0.01, seed sets of
-        scrambling 0) it is 1.082 from a trace lost at 0.763 and 1.049 from the same
-        trace cut at 0.75 (spread over scramblings 0.067); without the halving and the retry, 0.928 from the trace
-        lost at 0.763 against 1.083 from one that folds at 1.078 (the same code, a proximal kernel differing at
-        round-off).
+        scrambling 0) it is 1.082 from a trace lost at 0.763 and 1.049 from the same trace cut at 0.75 (spread
+        over scramblings 0.067); with neither the halving nor the own Jacobian (an earlier version), 0.928 from the
+        trace lost at 0.763 against 1.083 from one that folds at 1.078 (the same code, a proximal kernel differing
+        at round-off).
 
     Returns
     -------
