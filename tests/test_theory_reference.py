@@ -156,6 +156,31 @@ def test_quasi_monte_carlo_agrees_with_gauss_hermite(sem2, pos2):
     assert rel(p.test_error, pos2.test_error) < 0.02
 
 
+def test_eps_g_factorised_equals_direct_sum():
+    """The tensor rule's eps_g summed as its xi half times the teacher's eta moments (mean and variance, the
+    half of the xi nodes mirrored) equals the direct sum over all order^4 points, at even and odd orders, on both
+    branches (theta = 0 reuses the kept moments) and with an asymmetric A; a Sobol rule takes the direct sum."""
+    from attnlib.theory.generalisation import output_loss, teacher_diagonal, teacher_student_fields
+
+    def direct(params, q, m, theta, quad):
+        x, w = quad.points(4)
+        h, h_star = teacher_student_fields(params, q, m, theta, x[:, :2], x[:, 2:])
+        return float(w @ output_loss(h, teacher_diagonal(h_star, params), params.sigma))
+
+    rng = np.random.default_rng(5)
+    for A in (None, ((0.3, 0.7), (0.8, 0.2))):
+        for _ in range(12):
+            p = TaskParams(sigma=rng.uniform(0.2, 1.5), omega=rng.uniform(0, 1), **({} if A is None else {"A": A}))
+            q, m = rng.uniform(1e-3, 2.0), 0.5 * rng.normal()
+            for theta in (0.0, rng.uniform(-1, 1) * np.sqrt(p.rho * q)):
+                for order in (7, 16):
+                    quad = Quadrature("gauss-hermite", order)
+                    assert test_error_from_overlaps(p, q, m, theta, quad) == pytest.approx(
+                        direct(p, q, m, theta, quad), rel=1e-12)
+    sobol = Quadrature("sobol", 10, seed=1)
+    assert test_error_from_overlaps(P, 0.1, 0.2, 0.1, sobol) == direct(P, 0.1, 0.2, 0.1, sobol)
+
+
 def test_eps_g_formula_quadrature_converges():
     vals = [test_error_from_overlaps(P, 0.1142, 0.05, 0.1586, Quadrature("gauss-hermite", o)) for o in (8, 12, 16, 24)]
     assert abs(vals[2] - vals[3]) < 1e-7 * vals[3]

@@ -9,12 +9,15 @@ and ``s = (+1, -1)``,
 """
 from __future__ import annotations
 
+import math
+from collections import OrderedDict
+
 import numpy as np
 from scipy.special import expit
 
-from .attention import output_loss, softmax_rows, teacher_diagonal
+from .attention import attention_diagonal, output_loss, softmax_rows, teacher_diagonal
 from ..params import TaskParams, check_finite_scalar, check_int
-from .quadrature import Quadrature
+from .quadrature import Quadrature, gaussian_rule
 
 __all__ = ["teacher_student_fields", "test_error_from_overlaps", "linear_baseline_error", "mean_teacher_diagonal",
            "positional_gain_possible", "POSITION_SIGNS"]
@@ -62,6 +65,13 @@ def test_error_from_overlaps(params: TaskParams, q: float, m: float, theta: floa
     quadrature over ``(xi, eta)``; the integrand is smooth, so a tensor Gauss-Hermite rule converges fast
     (the default, 16 points per dimension, agrees with 32 points to ~1e-8 relative).
 
+    A tensor (Gauss-Hermite) rule is taken as the product of its ``xi`` and ``eta`` halves: the student's ``S(h)``
+    depends on ``xi`` only, so per ``xi`` node the ``eta`` sum is ``sum_l (S_l - E_eta T_l)^2 + Var_eta T_l``;
+    the teacher's two moments depend on ``theta / sqrt(q)`` and ``sqrt(rho - theta^2 / q)`` only (the same at every
+    point of the positional branch, ``theta = 0``) and are kept for the last few of these. Equal to the direct
+    sum over the ``order**4`` points to round-off (``tests/test_theory_reference.py``); a Sobol rule is summed
+    directly.
+
     Raises
     ------
     ValueError
@@ -69,9 +79,44 @@ def test_error_from_overlaps(params: TaskParams, q: float, m: float, theta: floa
     """
     params.require_two_tokens("test_error_from_overlaps")
     q, m, theta = _check_overlaps(params, q, m, theta)
-    x, w = quadrature.points(4)
-    h, h_star = teacher_student_fields(params, q, m, theta, x[:, :2], x[:, 2:])
-    return float(w @ output_loss(h, teacher_diagonal(h_star, params), params.sigma))
+    if quadrature.rule != "gauss-hermite":
+        x, w = quadrature.points(4)
+        h, h_star = teacher_student_fields(params, q, m, theta, x[:, :2], x[:, 2:])
+        return float(w @ output_loss(h, teacher_diagonal(h_star, params), params.sigma))
+    x, w = quadrature.points(2)
+    h, _ = teacher_student_fields(params, q, m, theta, x, x)
+    a = theta / math.sqrt(q) if q > 0 else 0.0
+    b = math.sqrt(max(params.rho - theta * theta / q, 0.0)) if q > 0 else math.sqrt(params.rho)
+    mean_t, var_t = _teacher_moments(params, a, b, quadrature.order)
+    r = attention_diagonal(h) - mean_t
+    return float(params.sigma**2 * (w @ np.sum(r * r + var_t, axis=-1)))
+
+
+#: The last teacher moments of :func:`test_error_from_overlaps`, by ``(omega, A's diagonal, a, b, order)``.
+_TEACHER_MOMENTS: OrderedDict = OrderedDict()
+_TEACHER_MOMENTS_KEPT = 8
+
+
+def _teacher_moments(params: TaskParams, a: float, b: float, order: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per ``xi`` node of the ``order``-point Gauss-Hermite rule in two dimensions, the mean and the variance over
+    ``eta`` (the same rule) of the teacher's diagonal at ``h* = a xi + b eta``; each of shape ``(order**2, 2)``."""
+    A = params.A_array
+    key = (params.omega, float(A[0, 0]), float(A[1, 1]), a, b, order)
+    if key not in _TEACHER_MOMENTS:
+        x, w = gaussian_rule("gauss-hermite", order, 0, 2)
+        # the teacher is even in h* and the rule symmetric (node n is -(node N-1-n)): the moments at -xi are those
+        # at xi, so only the first half of the xi nodes (and the middle one of an odd rule) is computed
+        half = (len(x) + 1) // 2
+        t = teacher_diagonal(a * x[:half, None, :] + b * x[None, :, :], params)   # (xi node, eta node, l)
+        mean = np.einsum("j,ijl->il", w, t)
+        dev = t - mean[:, None, :]
+        var = np.einsum("j,ijl->il", w, dev * dev)
+        mirror = slice(len(x) - half - 1, None, -1)
+        _TEACHER_MOMENTS[key] = (np.concatenate([mean, mean[mirror]]), np.concatenate([var, var[mirror]]))
+        if len(_TEACHER_MOMENTS) > _TEACHER_MOMENTS_KEPT:
+            _TEACHER_MOMENTS.popitem(last=False)
+    _TEACHER_MOMENTS.move_to_end(key)
+    return _TEACHER_MOMENTS[key]
 
 
 def linear_baseline_error(params: TaskParams, order: int | None = None) -> float:
