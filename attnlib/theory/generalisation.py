@@ -66,7 +66,8 @@ def test_error_from_overlaps(params: TaskParams, q: float, m: float, theta: floa
     (the default, 16 points per dimension, agrees with 32 points to ~1e-8 relative).
 
     A tensor (Gauss-Hermite) rule is taken as the product of its ``xi`` and ``eta`` halves: the student's ``S(h)``
-    depends on ``xi`` only, so per ``xi`` node the ``eta`` sum is ``sum_l (S_l - E_eta T_l)^2 + Var_eta T_l``;
+    depends on ``xi`` only, so per ``xi`` node the ``eta`` sum is ``sum_l (S_l - E_eta T_l)^2 + Var_eta T_l``
+    (book :eq:`eq-test-error-moments`);
     the teacher's two moments depend on ``theta / sqrt(q)`` and ``sqrt(rho - theta^2 / q)`` only (the same at every
     point of the positional branch, ``theta = 0``) and are kept for the last few of these. Equal to the direct
     sum over the ``order**4`` points to round-off (``tests/test_theory_reference.py``); a Sobol rule is summed
