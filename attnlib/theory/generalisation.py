@@ -10,6 +10,7 @@ and ``s = (+1, -1)``,
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -96,6 +97,7 @@ def test_error_from_overlaps(params: TaskParams, q: float, m: float, theta: floa
 #: The last teacher moments of :func:`test_error_from_overlaps`, by ``(omega, A's diagonal, a, b, order)``.
 _TEACHER_MOMENTS: OrderedDict = OrderedDict()
 _TEACHER_MOMENTS_KEPT = 8
+_TEACHER_MOMENTS_LOCK = threading.Lock()   # for the threading backend of attnlib.parallel
 
 
 def _teacher_moments(params: TaskParams, a: float, b: float, order: int) -> tuple[np.ndarray, np.ndarray]:
@@ -103,21 +105,28 @@ def _teacher_moments(params: TaskParams, a: float, b: float, order: int) -> tupl
     ``eta`` (the same rule) of the teacher's diagonal at ``h* = a xi + b eta``; each of shape ``(order**2, 2)``."""
     A = params.A_array
     key = (params.omega, float(A[0, 0]), float(A[1, 1]), a, b, order)
-    if key not in _TEACHER_MOMENTS:
-        x, w = gaussian_rule("gauss-hermite", order, 0, 2)
-        # the teacher is even in h* and the rule symmetric (node n is -(node N-1-n)): the moments at -xi are those
-        # at xi, so only the first half of the xi nodes (and the middle one of an odd rule) is computed
-        half = (len(x) + 1) // 2
-        t = teacher_diagonal(a * x[:half, None, :] + b * x[None, :, :], params)   # (xi node, eta node, l)
-        mean = np.einsum("j,ijl->il", w, t)
-        dev = t - mean[:, None, :]
-        var = np.einsum("j,ijl->il", w, dev * dev)
-        mirror = slice(len(x) - half - 1, None, -1)
-        _TEACHER_MOMENTS[key] = (np.concatenate([mean, mean[mirror]]), np.concatenate([var, var[mirror]]))
+    with _TEACHER_MOMENTS_LOCK:
+        kept = _TEACHER_MOMENTS.get(key)
+        if kept is not None:
+            _TEACHER_MOMENTS.move_to_end(key)
+            return kept
+    x, w = gaussian_rule("gauss-hermite", order, 0, 2)
+    # the teacher is even in h* and the rule symmetric (node n is -(node N-1-n)): the moments at -xi are those at
+    # xi, so only the first half of the xi nodes (and the middle one of an odd rule) is computed
+    half = (len(x) + 1) // 2
+    t = teacher_diagonal(a * x[:half, None, :] + b * x[None, :, :], params)   # (xi node, eta node, l)
+    mean = np.einsum("j,ijl->il", w, t)
+    dev = t - mean[:, None, :]
+    var = np.einsum("j,ijl->il", w, dev * dev)
+    mirror = slice(len(x) - half - 1, None, -1)
+    kept = (np.concatenate([mean, mean[mirror]]), np.concatenate([var, var[mirror]]))
+    for arr in kept:
+        arr.setflags(write=False)
+    with _TEACHER_MOMENTS_LOCK:
+        _TEACHER_MOMENTS[key] = kept
         if len(_TEACHER_MOMENTS) > _TEACHER_MOMENTS_KEPT:
             _TEACHER_MOMENTS.popitem(last=False)
-    _TEACHER_MOMENTS.move_to_end(key)
-    return _TEACHER_MOMENTS[key]
+    return kept
 
 
 def linear_baseline_error(params: TaskParams, order: int | None = None) -> float:
