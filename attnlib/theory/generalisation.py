@@ -9,9 +9,8 @@ and ``s = (+1, -1)``,
 """
 from __future__ import annotations
 
+import functools
 import math
-import threading
-from collections import OrderedDict
 
 import numpy as np
 from scipy.special import expit
@@ -47,15 +46,19 @@ def teacher_student_fields(params: TaskParams, q: float, m: float, theta: float,
 
     ``xi`` and ``eta`` have shape ``(..., 2)``; returns two arrays of the same shape.
     """
-    sq = np.sqrt(q)
-    if sq > 0:
-        a = theta / sq
-        b = np.sqrt(max(params.rho - theta * theta / q, 0.0))
-    else:
-        a, b = 0.0, np.sqrt(params.rho)
-    h = sq * xi + m * POSITION_SIGNS
+    a, b = _teacher_coefficients(params, q, theta)
+    h = math.sqrt(q) * xi + m * POSITION_SIGNS
     h_star = a * xi + b * eta
     return h, h_star
+
+
+def _teacher_coefficients(params: TaskParams, q: float, theta: float) -> tuple[float, float]:
+    """``(theta / sqrt(q), sqrt(rho - theta^2 / q))``, the teacher field's weights on ``xi`` and ``eta`` (book
+    :eq:`eq-gaussian-fields`); ``(0, sqrt(rho))`` at ``q = 0``."""
+    sq = math.sqrt(q)
+    if sq > 0:
+        return theta / sq, math.sqrt(max(params.rho - theta * theta / q, 0.0))
+    return 0.0, math.sqrt(params.rho)
 
 
 def test_error_from_overlaps(params: TaskParams, q: float, m: float, theta: float,
@@ -70,9 +73,9 @@ def test_error_from_overlaps(params: TaskParams, q: float, m: float, theta: floa
     depends on ``xi`` only, so per ``xi`` node the ``eta`` sum is ``sum_l (S_l - E_eta T_l)^2 + Var_eta T_l``
     (book :eq:`eq-test-error-moments`);
     the teacher's two moments depend on ``theta / sqrt(q)`` and ``sqrt(rho - theta^2 / q)`` only (the same at every
-    point of the positional branch, ``theta = 0``) and are kept for the last few of these. Equal to the direct
-    sum over the ``order**4`` points to round-off (``tests/test_theory_reference.py``); a Sobol rule is summed
-    directly.
+    point of the positional branch, ``theta = 0``) and are kept for the last few (task, weights, order). Equal to
+    the direct sum over the ``order**4`` points to round-off (``tests/test_theory_reference.py``); a Sobol rule is
+    summed directly.
 
     Raises
     ------
@@ -86,30 +89,17 @@ def test_error_from_overlaps(params: TaskParams, q: float, m: float, theta: floa
         h, h_star = teacher_student_fields(params, q, m, theta, x[:, :2], x[:, 2:])
         return float(w @ output_loss(h, teacher_diagonal(h_star, params), params.sigma))
     x, w = quadrature.points(2)
-    h, _ = teacher_student_fields(params, q, m, theta, x, x)
-    a = theta / math.sqrt(q) if q > 0 else 0.0
-    b = math.sqrt(max(params.rho - theta * theta / q, 0.0)) if q > 0 else math.sqrt(params.rho)
-    mean_t, var_t = _teacher_moments(params, a, b, quadrature.order)
+    h, _ = teacher_student_fields(params, q, m, theta, x, x)   # the student's field on the xi half
+    mean_t, var_t = _teacher_moments(params, *_teacher_coefficients(params, q, theta), quadrature.order)
     r = attention_diagonal(h) - mean_t
     return float(params.sigma**2 * (w @ np.sum(r * r + var_t, axis=-1)))
 
 
-#: The last teacher moments of :func:`test_error_from_overlaps`, by ``(omega, A's diagonal, a, b, order)``.
-_TEACHER_MOMENTS: OrderedDict = OrderedDict()
-_TEACHER_MOMENTS_KEPT = 8
-_TEACHER_MOMENTS_LOCK = threading.Lock()   # for the threading backend of attnlib.parallel
-
-
+@functools.lru_cache(maxsize=8)
 def _teacher_moments(params: TaskParams, a: float, b: float, order: int) -> tuple[np.ndarray, np.ndarray]:
     """Per ``xi`` node of the ``order``-point Gauss-Hermite rule in two dimensions, the mean and the variance over
-    ``eta`` (the same rule) of the teacher's diagonal at ``h* = a xi + b eta``; each of shape ``(order**2, 2)``."""
-    A = params.A_array
-    key = (params.omega, float(A[0, 0]), float(A[1, 1]), a, b, order)
-    with _TEACHER_MOMENTS_LOCK:
-        kept = _TEACHER_MOMENTS.get(key)
-        if kept is not None:
-            _TEACHER_MOMENTS.move_to_end(key)
-            return kept
+    ``eta`` (the same rule) of the teacher's diagonal at ``h* = a xi + b eta``; each of shape ``(order**2, 2)``,
+    read-only, kept for the last 8 arguments."""
     x, w = gaussian_rule("gauss-hermite", order, 0, 2)
     # the teacher is even in h* and the rule symmetric (node n is -(node N-1-n)): the moments at -xi are those at
     # xi, so only the first half of the xi nodes (and the middle one of an odd rule) is computed
@@ -122,10 +112,6 @@ def _teacher_moments(params: TaskParams, a: float, b: float, order: int) -> tupl
     kept = (np.concatenate([mean, mean[mirror]]), np.concatenate([var, var[mirror]]))
     for arr in kept:
         arr.setflags(write=False)
-    with _TEACHER_MOMENTS_LOCK:
-        _TEACHER_MOMENTS[key] = kept
-        if len(_TEACHER_MOMENTS) > _TEACHER_MOMENTS_KEPT:
-            _TEACHER_MOMENTS.popitem(last=False)
     return kept
 
 
