@@ -84,3 +84,61 @@ def test_analytic_derivatives_match_finite_differences():
         fdH = (gp - gm) / (2 * eps)
         np.testing.assert_allclose(fdH[:, 0], H11 if k == 0 else H12, atol=1e-6)
         np.testing.assert_allclose(fdH[:, 1], H12 if k == 0 else H22, atol=1e-6)
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="numba is not installed")
+def test_compiled_conjugate_passes_match_numpy():
+    """The compiled passes around the proximal step (student fields, teacher diagonal, the conjugates' weighted sums)
+    against the numpy expressions they replace, on the same proximal points: equal to summation round-off."""
+    from attnlib import TaskParams
+    from attnlib.theory import _conjugate_kernels as ck
+    from attnlib.theory.attention import teacher_diagonal
+    from attnlib.theory.generalisation import POSITION_SIGNS
+
+    rng = np.random.default_rng(11)
+    n = 5003  # not a multiple of the summation block
+    nodes = rng.normal(size=(n, 4))
+    weights = rng.uniform(0.5, 1.5, n) / n
+    xi, eta = nodes[:, :2], nodes[:, 2:]
+    sq, m, V = 0.37, 0.21, 1.7
+    c = ck.student_fields(nodes, sq, m)
+    np.testing.assert_array_equal(c, sq * xi + m * POSITION_SIGNS)
+    params = TaskParams(omega=0.3, A=((0.2, 0.8), (0.35, 0.65)))
+    a, b = 0.6, 0.45
+    A = params.A_array
+    np.testing.assert_allclose(ck.teacher_diagonal(nodes, a, b, params.omega, A[0, 0], A[1, 1]),
+                               teacher_diagonal(a * xi + b * eta, params), rtol=1e-14, atol=1e-16)
+    h = c + rng.normal(scale=0.3, size=(n, 2))
+    value = rng.uniform(0, 1, n)
+    g = (h - c) / V
+    wg = weights[:, None] * g
+    want = [np.sum(wg * g), np.sum(wg * eta), np.sum(wg * xi), np.sum(wg @ POSITION_SIGNS), weights @ value]
+    scale = [np.sum(np.abs(wg * g)), np.sum(np.abs(wg * eta)), np.sum(np.abs(wg * xi)), np.sum(np.abs(wg)),
+             weights @ value]
+    got = ck.conjugate_sums(h, c, nodes, weights, value, V)
+    np.testing.assert_array_less(np.abs(np.subtract(got, want)), 1e-14 * np.array(scale))
+
+
+@pytest.mark.skipif("numba" not in BACKENDS, reason="numba is not installed")
+@pytest.mark.parametrize("theta", [0.0, 0.15])
+def test_conjugates_agree_between_backends(theta):
+    """conjugates_and_energy with the compiled passes and with numpy: the same conjugates and mean proximal value to
+    the precision the proximal descent is stopped at (its gradient tolerance moves each node by ~1e-10)."""
+    from dataclasses import replace
+
+    from attnlib import SESolver, TaskParams
+    from attnlib.theory.state_evolution import Overlaps, conjugates_and_energy, se_nodes
+    from attnlib.theory.quadrature import Quadrature
+
+    solver = SESolver(quadrature=Quadrature(rule="sobol-sym", order=12, seed=1), n_ring=4, tie_smoothing=5e-5)
+    nodes, weights = se_nodes(solver.quadrature)
+    params = TaskParams(omega=0.25)
+    x = Overlaps(q=0.3, m=0.12, V=1.3, theta=theta)
+    out = {}
+    for backend in ("numba", "numpy"):
+        s = replace(solver, prox_backend=backend)
+        hat, mean_M, warm = conjugates_and_energy(params, 1.4, x, nodes, weights, s)
+        warm_hat, warm_M, _ = conjugates_and_energy(params, 1.4, replace(x, q=0.301), nodes, weights, s, warm=warm)
+        out[backend] = np.array([hat.q_hat, hat.m_hat, hat.V_hat, hat.theta_hat, mean_M,
+                                 warm_hat.q_hat, warm_hat.m_hat, warm_hat.V_hat, warm_hat.theta_hat, warm_M])
+    np.testing.assert_allclose(out["numba"], out["numpy"], rtol=1e-7, atol=1e-12)

@@ -45,8 +45,13 @@ from .attention import teacher_diagonal
 from ..exceptions import ConvergenceWarning
 from .generalisation import POSITION_SIGNS, test_error_from_overlaps
 from ..params import TaskParams, check_alpha, check_finite_scalar, check_int
-from .proximal import PROX_BACKENDS, PROX_MODES, minimise_locally, solve_prox
+from .proximal import PROX_BACKENDS, PROX_MODES, minimise_locally, resolve_backend, solve_prox
 from .quadrature import Quadrature
+
+try:  # compiled fields, teacher diagonal and sums (optional, as the proximal kernels)
+    from . import _conjugate_kernels
+except ImportError:  # pragma: no cover - exercised only without numba
+    _conjugate_kernels = None
 
 __all__ = ["Overlaps", "Conjugates", "SESolver", "SEResult", "BRANCHES", "default_start", "symmetry_generators",
            "se_nodes", "conjugates_and_energy", "overlaps_from_conjugates", "state_evolution_step",
@@ -333,6 +338,11 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
     (``m_hat = m_pin D``, ``theta_hat = theta_pin D / (sigma^2 rho)``), while ``V_hat`` keeps the integral
     value of ``theta_hat`` (it comes from Stein's lemma, ``V_hat = -alpha E[d g / d c]``).
 
+    With the compiled backend (``solver.prox_backend`` resolving to ``"numba"``) the fields ``c``, the teacher
+    diagonal and the weighted sums are one compiled pass each (:mod:`attnlib.theory._conjugate_kernels`; sums in a
+    fixed blockwise order, independent of the BLAS kernel); with ``"numpy"`` the same quantities are numpy
+    expressions. The two agree to the precision the proximal descent is stopped at.
+
     ``teacher`` (optional) is a dict that a caller evaluating many states on the same ``nodes`` keeps for them: it
     holds the last teacher diagonal with the two numbers it depends on (``theta / sqrt(q)`` and
     ``sqrt(rho - theta^2 / q)``), which is reused while they are unchanged (always on the positional branch, where
@@ -344,15 +354,25 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
     """
     params.require_two_tokens("conjugates_and_energy")
     rho = params.rho
+    compiled = resolve_backend(solver.prox_backend) == "numba"  # the compiled passes over the nodes
     xi, eta = nodes[:, :2], nodes[:, 2:]
     sq = np.sqrt(x.q)
     b = np.sqrt(max(rho - x.theta**2 / x.q, 0.0))
-    c = sq * xi + x.m * POSITION_SIGNS
+    if compiled:
+        nodes = np.ascontiguousarray(nodes, dtype=float)
+        c = _conjugate_kernels.student_fields(nodes, float(sq), float(x.m))
+    else:
+        c = sq * xi + x.m * POSITION_SIGNS
     key = (x.theta / sq, b)
     if teacher is not None and teacher.get("key") == key:
         t_diag = teacher["t_diag"]
     else:
-        t_diag = teacher_diagonal(key[0] * xi + b * eta, params)
+        if compiled:
+            A = params.A_array
+            t_diag = _conjugate_kernels.teacher_diagonal(nodes, float(key[0]), float(b), float(params.omega),
+                                                         float(A[0, 0]), float(A[1, 1]))
+        else:
+            t_diag = teacher_diagonal(key[0] * xi + b * eta, params)
         if teacher is not None:
             teacher.update(key=key, t_diag=t_diag)
     if warm is not None and solver.prox_mode == "global":
@@ -376,17 +396,24 @@ def conjugates_and_energy(params: TaskParams, alpha: float, x: Overlaps, nodes: 
         near_jump = prox.gap < solver.jump_margin if prox.gap is not None else np.zeros(len(c), bool)
         new_warm = (prox.h, near_jump)
         prox = _smoothed(prox, solver.tie_smoothing)
-    g = (prox.h - c) / x.V
-    wg = weights[:, None] * g
+    if compiled:
+        s_gg, s_geta, s_gxi, s_gs, mean_M = _conjugate_kernels.conjugate_sums(
+            np.ascontiguousarray(prox.h), c, nodes, np.ascontiguousarray(weights, dtype=float), prox.value,
+            float(x.V))
+    else:
+        g = (prox.h - c) / x.V
+        wg = weights[:, None] * g
+        s_gg, s_geta, s_gxi = float(np.sum(wg * g)), float(np.sum(wg * eta)), float(np.sum(wg * xi))
+        s_gs, mean_M = float(np.sum(wg @ POSITION_SIGNS)), float(weights @ prox.value)
     pin_m, pin_theta = hold
-    q_hat = alpha * float(np.sum(wg * g))
-    theta_hat = 0.0 if (pin_theta == 0.0 or b == 0.0) else alpha * float(np.sum(wg * eta)) / b
-    V_hat = -alpha * float(np.sum(wg * xi)) / sq + x.theta * theta_hat / x.q
+    q_hat = alpha * s_gg
+    theta_hat = 0.0 if (pin_theta == 0.0 or b == 0.0) else alpha * s_geta / b
+    V_hat = -alpha * s_gxi / sq + x.theta * theta_hat / x.q
     D = params.lam + params.sigma**2 * V_hat
-    m_hat = alpha * float(np.sum(wg @ POSITION_SIGNS)) if pin_m is None else pin_m * D
+    m_hat = alpha * s_gs if pin_m is None else pin_m * D
     if pin_theta is not None:
         theta_hat = pin_theta * D / (params.sigma**2 * rho)
-    return Conjugates(q_hat, m_hat, V_hat, theta_hat), float(weights @ prox.value), new_warm
+    return Conjugates(q_hat, m_hat, V_hat, theta_hat), mean_M, new_warm
 
 
 def overlaps_from_conjugates(params: TaskParams, hat: Conjugates) -> Overlaps:
