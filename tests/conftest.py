@@ -24,6 +24,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 # Known, harmless: with Sphinx 7.4, sphinx-thebe 0.3.1's inline config script ends up twice in each page
 # (once with filename None, once with ''), so the second copy re-declares the same constants.
+# A cold build (every chapter executed, empty caches) takes 3-4 minutes on 2 cores; the limit is several times
+# that, so that a stalled build fails long before CI's 90 minutes (each cell also has _config.yml's timeout).
+BUILD_TIMEOUT_S = 1800
 KNOWN_JS_ERRORS = ("Identifier 'THEBE_JS_URL' has already been declared",)
 
 
@@ -43,7 +46,11 @@ def built_book() -> Path:
     ``BOOK_SKIP_BUILD=1`` uses the existing ``_build/html`` as it is; ``BOOK_TOC=<toc.yml>`` builds and checks the
     pages of a partial table of contents instead of ``_toc.yml``."""
     if os.environ.get("BOOK_SKIP_BUILD") != "1":
-        proc = subprocess.run(jupyter_book_command(), cwd=ROOT, capture_output=True, text=True)
+        try:
+            proc = subprocess.run(jupyter_book_command(), cwd=ROOT, capture_output=True, text=True,
+                                  timeout=BUILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(f"jupyter-book build ran past {BUILD_TIMEOUT_S} s:\n{(exc.stderr or b'')[-4000:]!r}")
         log = proc.stdout + proc.stderr
         (ROOT / "_build").mkdir(exist_ok=True)
         (ROOT / "_build" / "build.log").write_text(log)

@@ -78,7 +78,7 @@ def test_first_cell_is_the_header(path: Path):
 
 def test_check_mode_passes():
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "notebook_header.py"), "--check"],
-                          capture_output=True, text=True, cwd=ROOT)
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)   # takes ~1 s
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -116,5 +116,5 @@ def test_workflows_match_github_schema():
     """Validate against the GitHub workflow schema that check-jsonschema ships (offline)."""
     files = sorted(str(p) for p in WORKFLOWS.glob("*.yml"))
     proc = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows",
-                           *files], capture_output=True, text=True)
+                           *files], capture_output=True, text=True, timeout=300)   # takes ~2 s
     assert proc.returncode == 0, proc.stdout + proc.stderr
