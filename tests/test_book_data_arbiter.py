@@ -2,23 +2,20 @@
 schema, sidecar metadata, convergence, the grids the script defines, a few rows recomputed with attnlib (same
 seeds, one BLAS thread, as the script runs them; compared at the precision of the minimiser's stopping rule,
 tests/replay.py), and the claims the chapters make from them."""
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from one_thread import run_one_thread
+from one_thread import load_script, run_one_thread
 from replay import mismatches
 
 from attnlib.finite_d.arbiter import finite_d_critical_alpha
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
-spec = importlib.util.spec_from_file_location("regen_arb", ROOT / "scripts" / "regenerate_arbiter_data.py")
-regen = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(regen)
+regen = load_script("regenerate_arbiter_data.py", "regen_arb")
 
 REQUIRED = ["sigma", "lam", "omega", "A11", "A12", "A21", "A22", "d", "n", "alpha", "seed", "start", "q", "m",
             "theta", "train_loss", "train_loss_zero", "rho_hat", "grad_norm", "converged", "n_iter"]

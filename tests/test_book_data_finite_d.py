@@ -1,23 +1,20 @@
 """The finite-d tables of book chapter 7 (book/data/finite_d_*.csv, scripts/regenerate_finite_d_data.py):
 schema, sidecar metadata, no NaN, and a few rows recomputed with attnlib (same seeds, one BLAS thread, as
 the script runs them) matching the stored values at the precision of the minimiser's stopping rule (tests/replay.py)."""
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from one_thread import run_one_thread
+from one_thread import load_script, run_one_thread
 from replay import mismatches
 
 import attnlib
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
-spec = importlib.util.spec_from_file_location("regen_fd", ROOT / "scripts" / "regenerate_finite_d_data.py")
-regen = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(regen)
+regen = load_script("regenerate_finite_d_data.py", "regen_fd")
 
 STEMS = {name: stem for name, (stem, _, _) in regen.TABLES.items()}
 REQUIRED = ["alpha", "d", "seed", "start", "method", "rank", "q", "m", "theta", "train_loss", "test_error",

@@ -6,23 +6,20 @@ A failure of the recomputation after a change of attnlib's numerics means the da
 (``python scripts/regenerate_gamp_data.py``); round-off differences (e.g. between the proximal backends) are
 far below the tolerance used here.
 """
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from one_thread import run_one_thread
+from one_thread import load_script, run_one_thread
 from replay import PATH, tolerance
 
 import attnlib
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
-spec = importlib.util.spec_from_file_location("regen_gamp", ROOT / "scripts" / "regenerate_gamp_data.py")
-regen = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(regen)
+regen = load_script("regenerate_gamp_data.py", "regen_gamp")
 
 WALL_TIME = ["seconds_gamp", "seconds_lbfgs", "seconds_lbfgs_named"]  # not reproducible
 

@@ -6,7 +6,6 @@ rank-one branches, alpha_c falling with L, the self-attending matrix's rank-two 
 1/d onto the fixed points at L = 3, 4 and rank 2)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import warnings
@@ -19,15 +18,14 @@ import pytest
 from attnlib import solve_general
 from attnlib.exceptions import ConvergenceWarning
 
+from one_thread import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
 
 
 def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"{name}.py", name)
 
 
 SCRIPT = _script("regenerate_general_data")

@@ -7,7 +7,6 @@ regenerated (``python scripts/regenerate_histogram_data.py --n-jobs 2``). On ano
 rounds differently (XLA compiles for the host) and the chaotic run departs from the committed one, hence a
 statistical comparison with the committed seeds instead of bit equality (tolerances next to the test).
 """
-import importlib.util
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -19,11 +18,11 @@ import pytest
 import attnlib
 from attnlib import histogram as H
 
+from one_thread import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
-spec = importlib.util.spec_from_file_location("regen_hist", ROOT / "scripts" / "regenerate_histogram_data.py")
-regen = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(regen)
+regen = load_script("regenerate_histogram_data.py", "regen_hist")
 
 
 @pytest.fixture(scope="module")

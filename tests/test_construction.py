@@ -1,6 +1,5 @@
 """Constructed students with a pinned overlap (attnlib.finite_d.construction) and the edge verdict's tables
 (book/data/edge_construction.csv, edge_theory.csv; scripts/regenerate_edge_construction.py)."""
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -8,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from one_thread import run_one_thread
+from one_thread import load_script, run_one_thread
 from replay import mismatches
 
 from attnlib import TaskParams
@@ -18,9 +17,7 @@ from attnlib.finite_d.simulation import ERMObjective, initial_Q, minimize_lbfgs,
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
-spec = importlib.util.spec_from_file_location("regen_edge", ROOT / "scripts" / "regenerate_edge_construction.py")
-regen = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(regen)
+regen = load_script("regenerate_edge_construction.py", "regen_edge")
 EDGE = TaskParams(sigma=0.5, lam=0.01, omega=0.0)
 
 

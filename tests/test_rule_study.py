@@ -5,7 +5,6 @@ scripts/regenerate_rule_study.py): schema and sidecars of the committed tables, 
 A failure of the replay after a change of attnlib's numerics means the tables must be regenerated
 (``python scripts/regenerate_rule_study.py``).
 """
-import importlib.util
 import json
 from pathlib import Path
 
@@ -19,11 +18,11 @@ from attnlib.theory.rule_study import (FIXED_POINT_FIELDS, IMAGE_FIELDS, fixed_p
                                        map_image_errors)
 from attnlib.theory.state_evolution import Overlaps
 
+from one_thread import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
-spec = importlib.util.spec_from_file_location("regen_rule_study", ROOT / "scripts" / "regenerate_rule_study.py")
-regen = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(regen)
+regen = load_script("regenerate_rule_study.py", "regen_rule_study")
 
 MAP_COLUMNS = (["sigma", "lam", "omega", "alpha", "branch", "q0", "m0", "V0", "theta0", "rule", "order", "seed",
                 "n_points", "n_nodes", "seconds"] + list(IMAGE_FIELDS)
