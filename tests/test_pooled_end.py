@@ -241,10 +241,12 @@ def _cut(trace, alpha):
 def test_positional_end_does_not_depend_on_where_the_trace_stops():
     """Beyond the trace the seed sets step on from their own fixed points (halfway first where a chord fails, the
     chord tried again with the pooled rule's own Jacobian): at omega = 0.05 the end from the whole trace and from
-    the same trace cut at alpha = 0.75 (a continuation lost there, 0.3 below the end) agree within 0.05, the
-    spread of the end over scramblings there (0.067; measured: 1.082 and 1.049 from a trace lost at 0.763).
-    Stepping on from the trace's last point alone, with a set whose chord failed counted as disagreeing, gave 0.928
-    from a trace lost at 0.763 against 1.083 from one that folded at 1.078."""
+    the same trace cut at alpha = 0.75 (a continuation lost there, 0.3 below the end) agree within 0.067, the
+    spread of the end over scramblings there. Measured from a trace lost at 0.763: 1.082 and 1.049 on the
+    Intel Xeon that made the phase table, 0.992 and 1.051 on an AMD EPYC (numba compiles the passes for the host
+    CPU): round-off alone moves this end by 0.09, more than the 0.05 this test first asked for. Stepping on from
+    the trace's last point alone, with a set whose chord failed counted as disagreeing, gave 0.928 from a trace lost
+    at 0.763 against 1.083 from one that folded at 1.078."""
     from attnlib.theory.pooled_end import POSITIONAL_MAX_SOLVES, POSITIONAL_MAX_STEP, POSITIONAL_STEP
 
     p = P.with_(omega=0.05)
@@ -256,7 +258,7 @@ def test_positional_end_does_not_depend_on_where_the_trace_stops():
                             max_solves=POSITIONAL_MAX_SOLVES)
         assert end.kind == "agreement" and end.converged and end.overlap >= 0.2 * p.rho
         ends.append(end.alpha)
-    assert ends[1] - ends[0] == pytest.approx(0.0, abs=0.05), ends
+    assert ends[1] - ends[0] == pytest.approx(0.0, abs=0.067), ends
 
 
 def test_positional_end_reaches_the_top_of_the_range_where_the_branch_does():
