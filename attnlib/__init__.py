@@ -15,16 +15,18 @@ its thresholds, :func:`general_threshold`.
 Finite d: :func:`simulate_erm`, :func:`erm_sweep`, :func:`run_gamp`, and the finite-d arbiter
 :func:`arbiter_table`, :func:`finite_d_critical_alpha`.
 """
-__version__ = "0.1.0"
+from ._version import __version__
 
 from .exceptions import CacheWarning, ConvergenceWarning
 from .theory.generalisation import linear_baseline_error, test_error_from_overlaps
 from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
 from .theory.quadrature import Quadrature
-from .theory.state_evolution import BRANCHES, Overlaps, SEResult, SESolver, solve_state_evolution
+from .theory.solve import solve_state_evolution
+from .theory.state_evolution import BRANCHES, Overlaps, SEResult, SESolver
 from .theory.accurate import AccurateFixedPoint, solve_accurately
 from .theory.chord import solve_chord
-from .theory.general_state_evolution import GeneralOverlaps, GeneralResult, GeneralSolver, solve_general
+from .theory.general_model import GeneralOverlaps, GeneralResult, GeneralSolver
+from .theory.general_state_evolution import solve_general
 from .theory.general_thresholds import GeneralThreshold, general_threshold
 from .book.explorer import ExplorerView, draw_explorer, explorer_view, make_explorer
 from .book.explorer_grid import explorer_grid
@@ -36,9 +38,12 @@ from .finite_d.data import make_task, positional_encodings, seed_streams
 from .finite_d.simulation import (DEFAULT_N_TEST, ERMObjective, ERMResult, estimate_test_errors, fit_linear_baseline,
                          gradient_descent, minimize_lbfgs, simulate_erm, test_error_from_overlaps_rho)
 from .finite_d.sim_sweeps import erm_point, erm_sweep, rows_to_columns
-from .theory.sweeps import (ThresholdNotFound, alpha_sweep, branch_curvature, branch_ends, branch_trace, critical_alpha,
-                     linear_crossing_alpha, phase_diagram, semantic_takeover)
-from .theory.continuation import BranchEnd, BranchTrace, Continuation, newton_fixed_point, trace_branch
+from .exceptions import ThresholdNotFound
+from .theory.sweeps import alpha_sweep, branch_curvature, branch_ends, phase_diagram, semantic_takeover
+from .theory.thresholds import critical_alpha, linear_crossing_alpha
+from .theory.traces import branch_trace
+from .theory.continuation import BranchEnd, BranchTrace, trace_branch
+from .theory.newton import Continuation, newton_fixed_point
 from .finite_d.arbiter import (FiniteDThreshold, arbiter_table, finite_d_critical_alpha, finite_d_minimum,
                       finite_d_theta_loss_alpha)
 

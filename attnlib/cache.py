@@ -18,13 +18,17 @@ import hashlib
 import json
 import math
 import os
+import platform
+import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from ._version import __version__
 from .exceptions import CacheWarning
 
 __all__ = ["library_fingerprint", "cache_dir", "cache_key", "cached", "load_cached", "store_cached", "provenance"]
@@ -39,8 +43,6 @@ def library_fingerprint() -> str:
     Computed once per process, when this module is imported: a process keys what its code computes by that
     code, even if the files are edited while it runs (the edits get their own fingerprint in the next
     process)."""
-    from . import __version__
-
     digest = hashlib.sha256(__version__.encode())
     for path in sorted(_PACKAGE_DIR.rglob("*.py")):
         digest.update(path.relative_to(_PACKAGE_DIR).as_posix().encode())
@@ -51,12 +53,6 @@ def library_fingerprint() -> str:
 def provenance() -> dict:
     """Where and with what a result was computed, for the sidecar files of committed data: the ``attnlib``
     version and source fingerprint, the Python and numpy versions, the machine and the date."""
-    import platform
-    import sys
-    import time
-
-    from . import __version__
-
     return {"attnlib_version": __version__, "library": library_fingerprint(), "python": sys.version.split()[0],
             "numpy": np.__version__, "machine": platform.machine(), "generated": time.strftime("%Y-%m-%dT%H:%M:%S")}
 

@@ -11,3 +11,7 @@ class ConvergenceWarning(RuntimeWarning):
 
 class CacheWarning(RuntimeWarning):
     """A disk-cache file was unreadable or corrupt and has been recomputed."""
+
+
+class ThresholdNotFound(RuntimeError):
+    """A threshold has no crossing inside the searched ``alpha`` range."""

@@ -107,7 +107,7 @@ class TaskParams:
         sequence length ``L >= 2``. The paper's solved case, and most of the library, is ``L = 2``; functions
         written for it raise ``ValueError`` naming ``L`` otherwise (:meth:`require_two_tokens`), and
         :func:`attnlib.solve_state_evolution` dispatches ``L > 2`` to the general engine
-        (``attnlib.theory.general_state_evolution``).
+        (``attnlib.solve_general``).
 
     Notes
     -----
@@ -153,7 +153,7 @@ class TaskParams:
         if self.L != 2:
             raise ValueError(f"{what} is written for L = 2 tokens (A of shape (2, 2)); got L = {self.L}. For "
                              f"L > 2 use attnlib.solve_state_evolution (the general engine) or "
-                             f"attnlib.theory.general_state_evolution")
+                             f"attnlib.solve_general")
 
     @property
     def swap_symmetric(self) -> bool:

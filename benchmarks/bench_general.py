@@ -20,6 +20,7 @@ import numpy as np
 
 from attnlib import GeneralSolver, TaskParams, solve_state_evolution
 from attnlib.exceptions import ConvergenceWarning
+from attnlib.theory import general_model as gm
 from attnlib.theory import general_state_evolution as gse
 from attnlib.theory.attention import softmax_rows, teacher_attention
 from attnlib.theory.general_prox import prox_global
@@ -99,10 +100,10 @@ def main(quick: bool):
         print(f"  {label} alpha {alpha}: " + " | ".join(row))
 
     # the proximal search: default start set against the earlier, larger one, at a hard L = 3 state
-    x = gse.GeneralOverlaps(q=[[0.05]], M=[[0.3], [0.0], [-0.3]], V=[[40.0]], theta=[0.0])
+    x = gm.GeneralOverlaps(q=[[0.05]], M=[[0.3], [0.0], [-0.3]], V=[[40.0]], theta=[0.0])
     p = p3.with_(omega=0.0)
-    xi, eta, _ = gse.general_nodes(3, 1, 12, 3, (False, True))
-    c, hs, _, _ = gse._fields(p, x, xi, eta)
+    xi, eta, _ = gm.general_nodes(3, 1, 12, 3, (False, True))
+    c, hs, _, _ = gm._fields(p, x, xi, eta)
     T = teacher_attention(hs, p.omega, p.A_array)
     small, t_small = timed(lambda: prox_global(c, T, x.V, p.sigma))
     big, t_big = timed(lambda: prox_global(c, T, x.V, p.sigma, radii=(0.35, 0.75), diagonals=True))

@@ -22,8 +22,8 @@ import pandas as pd
 from attnlib import TaskParams
 from attnlib.parallel import run_jobs
 from attnlib.theory.pooled_end import agreement_end, agreement_seeds, pooled_end, pooled_seeds
-from attnlib.theory.sweeps import DEFAULT_RANGE, _range, _trace_range, _with_scrambling, branch_trace, \
-    continuation_settings
+from attnlib.theory.traces import (DEFAULT_RANGE, _range, _trace_range, _with_scrambling, branch_trace,
+                                   continuation_settings)
 
 
 def sweep_start(trace) -> float:

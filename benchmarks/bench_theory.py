@@ -29,7 +29,8 @@ from attnlib import (SESolver, TaskParams, alpha_sweep, erm_sweep, phase_diagram
                      solve_state_evolution)
 from attnlib.finite_d.arbiter import arbiter_table, finite_d_critical_alpha
 from attnlib.theory.continuation import trace_branch
-from attnlib.theory.sweeps import DEFAULT_ALPHA_GRID, continuation_settings
+from attnlib.theory.sweeps import DEFAULT_ALPHA_GRID
+from attnlib.theory.traces import continuation_settings
 from attnlib.theory.attention import teacher_diagonal
 from attnlib.theory.proximal import prox_objective, solve_prox
 from attnlib.theory.state_evolution import se_nodes, symmetry_generators

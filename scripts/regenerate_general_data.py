@@ -40,10 +40,10 @@ from attnlib.finite_d.simulation import simulate_erm
 from attnlib.parallel import run_jobs
 from attnlib.params import TaskParams
 from attnlib.theory.attention import softmax_rows
-from attnlib.theory.general_state_evolution import GeneralSolver, solve_general
+from attnlib import GeneralSolver, solve_general
 from attnlib.theory.general_thresholds import general_threshold
 from attnlib.theory.generalisation import linear_baseline_error
-from attnlib.theory.state_evolution import solve_state_evolution
+from attnlib.theory.solve import solve_state_evolution
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"

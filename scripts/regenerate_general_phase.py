@@ -8,7 +8,7 @@ general_fixed_points.csv + sidecar JSON).
   points per scrambling, four scramblings) on a grid of alpha, for the family at L = 3, 4.
 * general_phase: alpha_c (refined by attnlib.theory.general_thresholds inside the grid's bracket) and alpha_l
   (bracketed from a guess) for the family A = softmax_row(a a^T), a = (1, ..., -1) evenly spaced, at L = 3, 4;
-  at L = 2 by the two-token solver (attnlib.theory.sweeps.critical_alpha, linear_crossing_alpha).
+  at L = 2 by the two-token solver (attnlib.theory.thresholds.critical_alpha, linear_crossing_alpha).
   sigma = 0.5, lambda = 0.01, omega = 0.1, 0.2, 0.3, 0.4.
 * general_phase_finite_d: L-BFGS minimisers of the empirical risk (attnlib.simulate_erm, simplex encodings, teacher
   normalised) from the semantic and the positional start, d = 500, 1000, seeds 0-2, on a grid of alpha, for the
@@ -51,10 +51,12 @@ from attnlib.finite_d.simulation import simulate_erm
 from attnlib.parallel import run_jobs
 from attnlib.params import TaskParams
 from attnlib.theory.attention import softmax_rows
-from attnlib.theory.general_state_evolution import GeneralOverlaps, GeneralSolver, general_nodes, general_test_error
+from attnlib import GeneralOverlaps, GeneralSolver
+from attnlib.theory.general_model import general_nodes, general_test_error
 from attnlib.theory.general_thresholds import NO_ROOT, distinct_branch, general_threshold
 from attnlib.theory.generalisation import linear_baseline_error
-from attnlib.theory.sweeps import ThresholdNotFound, critical_alpha, linear_crossing_alpha
+from attnlib.exceptions import ThresholdNotFound
+from attnlib.theory.thresholds import critical_alpha, linear_crossing_alpha
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"
@@ -217,7 +219,7 @@ DESCRIPTIONS = {
         "general_phase_grid, scanning down from the largest alpha, where both branches converged and are distinct; "
         "alpha_l above it, bracketed from a guess by geometric steps; fixed points by attnlib.solve_general with four "
         "scramblings of rules up to 2^13 points); method 'two-token' (L = 2): "
-        "attnlib.theory.sweeps.critical_alpha and linear_crossing_alpha (the L = 2 solver's default). Columns: case, "
+        "attnlib.theory.thresholds.critical_alpha and linear_crossing_alpha (the L = 2 solver's default). Columns: case, "
         "method, L, omega, eps_lin, name, alpha, err, bracket_lo, bracket_hi, n_evals, converged, reason, seconds, "
         "absent (no sign change in the range searched: no threshold there)."),
     "general_phase_finite_d": (
@@ -275,7 +277,8 @@ DESCRIPTIONS = {
 def _theory_fixed_point(case: str, omega: float, alpha: float, branch: str, start_M=None) -> dict:
     """One rank-1 fixed point of the general engine, as a row; ``start_M``: the positional start's direction of
     tokens (default: the engine's, the principal direction of A)."""
-    from attnlib.theory.general_state_evolution import general_default_start, solve_general
+    from attnlib import solve_general
+    from attnlib.theory.general_model import general_default_start
     p = case_params(case, omega)
     start = None
     if start_M is not None:
@@ -402,7 +405,7 @@ FIXED_POINT_SOLVER = GeneralSolver(order=12, max_order=15, max_iter=150)
 def fixed_point_theory_row(case: str, alpha: float, branch: str) -> dict:
     """One fixed point of :data:`FIXED_POINT_CASES` by :data:`FIXED_POINT_SOLVER`, with the finite-d table's
     rotation-invariant overlaps."""
-    from attnlib.theory.general_state_evolution import solve_general
+    from attnlib import solve_general
     omega, rank = FIXED_POINT_CASES[case][:2]
     p = case_params(case, omega)
     with warnings.catch_warnings():

@@ -4,7 +4,7 @@ free_states.csv + phase_meta.json).
 
 Every threshold and branch end comes from the continuation-based functions of :mod:`attnlib.theory.sweeps`
 (pseudo-arclength continuation of both branches to their ends, with the symmetrised Sobol rule of
-``attnlib.theory.sweeps.SMOOTH_QUADRATURE``), except the semantic branch's lower end, the positional branch's
+``attnlib.theory.traces.SMOOTH_QUADRATURE``), except the semantic branch's lower end, the positional branch's
 upper end (where the continuation stops inside the range) and the two thresholds, which are then placed under the
 default pooled rule by :mod:`attnlib.theory.pooled_end` and :mod:`attnlib.theory.pooled_thresholds` (the
 continuation's own values are kept beside them as ``semantic_lower_trace_*``, ``positional_upper_trace_*``,
@@ -47,8 +47,9 @@ import pandas as pd
 
 from attnlib import ALTERNATIVE_A, Overlaps, SESolver, TaskParams, solve_state_evolution
 from attnlib.cache import provenance
-from attnlib.theory.continuation import Continuation
-from attnlib.theory.sweeps import SMOOTH_N_RING, SMOOTH_QUADRATURE, TIE_SMOOTHING, branch_trace, phase_diagram, summarise_phase_diagram
+from attnlib.theory.newton import Continuation
+from attnlib.theory.sweeps import phase_diagram, summarise_phase_diagram
+from attnlib.theory.traces import branch_trace, SMOOTH_N_RING, SMOOTH_QUADRATURE, TIE_SMOOTHING
 from attnlib.finite_d.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -87,7 +87,7 @@ DESCRIPTIONS = {
         "rule), default settings, tol 1e-6) computed with candidate quadrature rules: tensor Gauss-Hermite of "
         "order 8, 12, 16, 24, 'sobol-sym' 2^14 and 2^16 (seeds 0, 1, 2) and 2^17 (seeds 3, 4, 5, the rules "
         "averaged by attnlib.solve_accurately), each from the branch's point under the default rule (Gauss-Hermite "
-        "12) and found as a sweep finds it (attnlib.theory.sweeps.follow_branch: the iteration, and Newton's "
+        "12) and found as a sweep finds it (attnlib.theory.branch_points.follow_branch: the iteration, and Newton's "
         "method where the branch repels the iteration, as the positional branch does at omega = 0); and the "
         "reference rules, 'sobol-sym' 2^19 seeds 0, 1, 2, warm-started from the element-wise median of the "
         "candidates' converged fixed points. Task sigma = 0.5, lambda = 0.01, standard A; points "

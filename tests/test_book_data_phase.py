@@ -19,8 +19,9 @@ import pytest
 
 import attnlib
 from attnlib import ALTERNATIVE_A, Overlaps, TaskParams
-from attnlib.theory.continuation import FixedPointMap
-from attnlib.theory.sweeps import ENDED_KINDS, continuation_settings, summarise_phase_diagram
+from attnlib.theory.newton import FixedPointMap
+from attnlib.theory.sweeps import ENDED_KINDS, summarise_phase_diagram
+from attnlib.theory.traces import continuation_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
@@ -101,7 +102,7 @@ def test_metadata():
     prov = META["provenance"]
     assert prov["script"] == "scripts/regenerate_phase_data.py"
     assert prov["attnlib_version"] == attnlib.__version__
-    assert prov["quadrature"] == str(attnlib.theory.sweeps.SMOOTH_QUADRATURE)
+    assert prov["quadrature"] == str(attnlib.theory.traces.SMOOTH_QUADRATURE)
     for part in ("standard", "traces", "alternative", "slices", "validity", "solver"):
         assert META[part]["wall_time_s"] > 0, part
     cov = META["solver"]["prox_coverage"]  # the brute-force check of the proximal search at the edge
@@ -249,7 +250,8 @@ def test_semantic_takeover_in_the_slices():
     above the end. Where the positional branch's upper end lies below the semantic end (alpha_c is searched on the
     continuation's branches, whose semantic branch can reach below the pooled semantic end), the takeover is at the
     semantic end, so that it never lies below it."""
-    from attnlib.theory.sweeps import REASON_BELOW_END, TAKEOVER_KINDS, semantic_takeover
+    from attnlib.theory.sweeps import semantic_takeover, TAKEOVER_KINDS
+    from attnlib.theory.thresholds import REASON_BELOW_END
 
     for name in ("phase_slices.csv", "phase_alternative.csv"):
         sl = load(name)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from attnlib import Overlaps, SESolver, TaskParams, solve_state_evolution
-from attnlib.theory.continuation import (Continuation, FixedPointMap, jacobian_determinant, newton_fixed_point,
-                                  trace_branch)
-from attnlib.theory.sweeps import continuation_settings
+from attnlib.theory.continuation import trace_branch
+from attnlib.theory.newton import Continuation, FixedPointMap, jacobian_determinant, newton_fixed_point
+from attnlib.theory.traces import continuation_settings
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 GH = Continuation(solver=SESolver())  # Gauss-Hermite 12, hard proximal choice

@@ -13,6 +13,7 @@ import pytest
 from attnlib import (GeneralOverlaps, GeneralResult, GeneralSolver, TaskParams, alpha_sweep, linear_baseline_error,
                      positional_encodings, simulate_erm, solve_state_evolution)
 from attnlib.exceptions import ConvergenceWarning
+from attnlib.theory import general_model as gm
 from attnlib.theory import general_state_evolution as gse
 from attnlib.theory.attention import softmax_rows, teacher_attention
 from attnlib.theory.general_prox import prox_global, start_directions
@@ -41,13 +42,13 @@ def test_map_reduces_to_the_two_token_map(x):
     hat, mean_M, _ = conjugates_and_energy(P2, 1.25, x, nodes, w, SESolver(quadrature=q))
     new = overlaps_from_conjugates(P2, hat)
     gx = GeneralOverlaps(q=[[x.q]], M=[[x.m], [-x.m]], V=[[x.V]], theta=[x.theta])
-    G = gse.simplex_gram(2)
-    ch = gse.general_channel(P2, 1.25, gx, _general_nodes_from(nodes, w))
-    gnew = gse.general_prior_update(P2, ch, G)
+    G = gm.simplex_gram(2)
+    ch = gm.general_channel(P2, 1.25, gx, _general_nodes_from(nodes, w))
+    gnew = gm.general_prior_update(P2, ch, G)
     pairs = [(hat.q_hat, ch.q_hat[0, 0]), (hat.m_hat, ch.G_hat[0, 0] - ch.G_hat[1, 0]), (hat.V_hat, ch.V_hat[0, 0]),
              (hat.theta_hat, ch.theta_hat[0]), (mean_M, ch.mean_M), (new.q, gnew.q[0, 0]), (new.m, gnew.M[0, 0]),
              (-new.m, gnew.M[1, 0]), (new.V, gnew.V[0, 0]), (new.theta, gnew.theta[0]),
-             (_free_energy(P2, 1.25, x, hat, mean_M), gse.general_free_energy(P2, 1.25, gx, ch, G))]
+             (_free_energy(P2, 1.25, x, hat, mean_M), gm.general_free_energy(P2, 1.25, gx, ch, G))]
     for a, b in pairs:
         assert b == pytest.approx(a, rel=1e-7, abs=1e-13)
 
@@ -75,10 +76,10 @@ def test_fixed_point_reduces_to_the_two_token_solver(alpha, branch):
 def test_symmetric_rule_keeps_the_invariant_subspaces_exactly():
     """On the unfolded symmetrised rule, M = 0 gives G_hat = 0 and theta = 0 gives theta_hat = 0 to round-off,
     at L = 3 (book sec-general-L: (xi, eta) -> -(xi, eta) and eta -> -eta)."""
-    nodes = gse.general_nodes(3, 1, 9, 5)
+    nodes = gm.general_nodes(3, 1, 9, 5)
     sem = GeneralOverlaps(q=[[0.15]], M=np.zeros((3, 1)), V=[[3.0]], theta=[0.12])
     pos = GeneralOverlaps(q=[[0.08]], M=[[0.3], [0.0], [-0.3]], V=[[10.0]], theta=[0.0])
-    ch_sem, ch_pos = gse.general_channel(P3, 1.5, sem, nodes), gse.general_channel(P3, 1.5, pos, nodes)
+    ch_sem, ch_pos = gm.general_channel(P3, 1.5, sem, nodes), gm.general_channel(P3, 1.5, pos, nodes)
     # zero to the proximal solver's tolerance, against conjugates of order 1e-3 off the subspaces
     assert np.max(np.abs(ch_sem.G_hat)) < 1e-10 < 1e-6 < np.max(np.abs(ch_pos.G_hat))
     assert np.max(np.abs(ch_pos.theta_hat)) < 1e-10 < 1e-6 < np.max(np.abs(ch_sem.theta_hat))
@@ -91,9 +92,9 @@ def test_map_is_covariant_under_the_gauge():
                         theta=[0.05, 0.01])
     t = 0.7
     O = np.array([[math.cos(t), -math.sin(t)], [math.sin(t), math.cos(t)]])
-    xi, eta, w = gse.general_nodes(2, 2, 9, 1)
-    ch = gse.general_channel(P2, 1.0, x, (xi, eta, w))
-    cr = gse.general_channel(P2, 1.0, x.rotated(O), (xi @ O, eta, w))
+    xi, eta, w = gm.general_nodes(2, 2, 9, 1)
+    ch = gm.general_channel(P2, 1.0, x, (xi, eta, w))
+    cr = gm.general_channel(P2, 1.0, x.rotated(O), (xi @ O, eta, w))
     assert np.allclose(cr.G_hat, ch.G_hat @ O, rtol=0, atol=1e-6 * np.abs(ch.G_hat).max())
     assert np.allclose(cr.q_hat, O.T @ ch.q_hat @ O, rtol=0, atol=1e-6 * np.abs(ch.q_hat).max())
     assert np.allclose(cr.theta_hat, O.T @ ch.theta_hat, rtol=0, atol=1e-6 * np.abs(ch.theta_hat).max())
@@ -107,8 +108,8 @@ def test_reduced_start_set_finds_the_global_minimum():
     nodes."""
     x = GeneralOverlaps(q=[[0.05]], M=[[0.3], [0.0], [-0.3]], V=[[40.0]], theta=[0.0])
     p = P3.with_(omega=0.0)
-    xi, eta, _ = gse.general_nodes(3, 1, 10, 3, (False, True))
-    c, hs, _, _ = gse._fields(p, x, xi, eta)
+    xi, eta, _ = gm.general_nodes(3, 1, 10, 3, (False, True))
+    c, hs, _, _ = gm._fields(p, x, xi, eta)
     T = teacher_attention(hs, p.omega, p.A_array)
     small = prox_global(c, T, x.V, p.sigma)
     big = prox_global(c, T, x.V, p.sigma, radii=(0.35, 0.75), diagonals=True)
@@ -237,8 +238,8 @@ def test_chord_steps_reach_the_iterations_fixed_point(params, alpha, branch, ran
         assert np.all(np.abs(a - b) <= 2 * err + 1e-12), k
     assert ra.n_iter < rb.n_iter
     from attnlib.theory.general_chord import chord_fixed_point, map_jacobian
-    hold, G = gse._hold(branch), gse.simplex_gram(params.L)
-    n3, n4 = (gse.general_nodes(params.L, rank, 11, s, hold) for s in (3, 4))
+    hold, G = gm._hold(branch), gm.simplex_gram(params.L)
+    n3, n4 = (gm.general_nodes(params.L, rank, 11, s, hold) for s in (3, 4))
     first = gse._solve_one(params, alpha, ra.per_seed[0].canonical(), n3, hold, G, solvers[1])
     J = map_jacobian(params, alpha, first.x, n3, hold, G, first.ch.prox, solvers[0])
     out, _ = chord_fixed_point(params, alpha, first.x, n4, hold, G, J, first.x, solvers[0])
@@ -256,8 +257,8 @@ def test_three_tokens_converge_and_are_stationary():
         assert np.all(res.stderr[name] <= 2e-3 * np.abs(getattr(res, name)).max())
     order = int(res.rule.split("2^")[1].split()[0])
     x0 = res.per_seed[0]
-    nodes = gse.general_nodes(3, 1, order, 3, (True, False))
-    fx = gse.general_prior_update(P3, gse.general_channel(P3, 2.0, x0, nodes, (True, False)), gse.simplex_gram(3))
+    nodes = gm.general_nodes(3, 1, order, 3, (True, False))
+    fx = gm.general_prior_update(P3, gm.general_channel(P3, 2.0, x0, nodes, (True, False)), gm.simplex_gram(3))
     assert np.allclose(fx.to_vector(), x0.to_vector(), rtol=2e-5, atol=1e-8)
 
 
@@ -317,8 +318,8 @@ def test_gauge_representative_is_canonical():
 
 def test_what_the_engine_cannot_do_is_refused():
     with pytest.raises(ValueError, match="rank"):
-        solve_state_evolution(P2, 1.0, rank=gse.MAX_RANK + 1)
-    big = TaskParams(A=np.full((gse.MAX_L + 1, gse.MAX_L + 1), 1.0 / (gse.MAX_L + 1)))
+        solve_state_evolution(P2, 1.0, rank=gm.MAX_RANK + 1)
+    big = TaskParams(A=np.full((gm.MAX_L + 1, gm.MAX_L + 1), 1.0 / (gm.MAX_L + 1)))
     with pytest.raises(ValueError, match="L"):
         solve_state_evolution(big, 1.0)
     with pytest.raises(ValueError, match="L = 2"):
@@ -346,4 +347,4 @@ def test_task_params_any_L():
 def test_simplex_encodings(L, d):
     """Unit vectors with p_l . p_k = -1/(L-1): the Gram matrix of the general theory, for any d >= L."""
     P = positional_encodings(d, L)
-    assert np.allclose(P @ P.T, gse.simplex_gram(L), atol=1e-12)
+    assert np.allclose(P @ P.T, gm.simplex_gram(L), atol=1e-12)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from attnlib import TaskParams, solve_state_evolution
-from attnlib.theory.continuation import VANISH_FLOOR, Continuation, FixedPointMap
+from attnlib.theory.newton import VANISH_FLOOR, Continuation, FixedPointMap
 from attnlib.theory.pooled_end import (AGREEMENT_ORDER, AGREEMENT_RESOLUTION, END_AGREEMENT, _bracket_end,
                                      agreement_end, agreement_seeds, pooled_end, pooled_point, pooled_seeds)
-from attnlib.theory.sweeps import continuation_settings
+from attnlib.theory.traces import continuation_settings
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
@@ -92,7 +92,7 @@ def test_semantic_end_at_omega_03_agrees_across_seed_sets(semantic_one):
 @pytest.fixture(scope="module")
 def semantic_trace():
     """The semantic branch at omega = 0.3 traced by continuation (the phase diagram's settings, scrambling 0)."""
-    from attnlib.theory.sweeps import DEFAULT_RANGE, _range, _trace_range, branch_trace
+    from attnlib.theory.traces import branch_trace, DEFAULT_RANGE, _range, _trace_range
 
     lo, hi = _trace_range(*_range(DEFAULT_RANGE, None))
     return branch_trace(P, "semantic", (lo, hi), continuation_settings(), use_cache=False)
@@ -191,7 +191,7 @@ def test_agreement_end_is_path_independent_and_reproduced_by_other_seed_sets(sem
 
 
 def _positional_trace(params, scrambling):
-    from attnlib.theory.sweeps import DEFAULT_RANGE, _range, _trace_range, _with_scrambling, branch_trace
+    from attnlib.theory.traces import branch_trace, DEFAULT_RANGE, _range, _trace_range, _with_scrambling
 
     settings = _with_scrambling(continuation_settings(), scrambling)
     lo, hi = _trace_range(*_range(DEFAULT_RANGE, None))

@@ -14,7 +14,7 @@ from attnlib.theory.chord import CHORD_ORDER
 from attnlib.theory.generalisation import linear_baseline_error
 from attnlib.theory.pooled_end import pooled_seeds
 from attnlib.theory.pooled_thresholds import THRESHOLD_XTOL, _fixed_point, phase_thresholds, pooled_root
-from attnlib.theory.sweeps import DEFAULT_RANGE, _trace_range, branch_trace, continuation_settings
+from attnlib.theory.traces import branch_trace, continuation_settings, DEFAULT_RANGE, _trace_range
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 

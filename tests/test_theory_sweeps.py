@@ -8,7 +8,7 @@ import pytest
 from attnlib import (TaskParams, ThresholdNotFound, alpha_sweep, branch_curvature, branch_ends, critical_alpha,
                      linear_crossing_alpha, phase_diagram)
 from attnlib import Overlaps, solve_state_evolution
-from attnlib.theory.sweeps import branch_point, branch_trace
+from attnlib.theory.traces import branch_point, branch_trace
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 

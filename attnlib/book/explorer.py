@@ -31,8 +31,9 @@ import pandas as pd
 from ..theory.attention import attention_matrix, teacher_matrix
 from ..theory.generalisation import linear_baseline_error
 from ..params import TaskParams
-from ..theory.state_evolution import SEResult, SESolver, solve_state_evolution
-from ..theory.sweeps import follow_branch
+from ..theory.solve import solve_state_evolution
+from ..theory.state_evolution import SEResult, SESolver
+from ..theory.branch_points import follow_branch
 from .phase_table import (BRANCHES, END_COLUMNS, LINE_COLUMNS, branch_exists, phase_boundary, phase_lines,
                           table_applies, table_covers)
 

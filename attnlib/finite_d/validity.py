@@ -27,14 +27,15 @@ import pandas as pd
 
 from .arbiter import TASK_COLUMNS, loss_zero_theory, task_params
 from .extrapolation import seed_mean_extrapolation
-from ..theory.continuation import Continuation, newton_fixed_point
+from ..theory.newton import Continuation, newton_fixed_point
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams
 from ..theory.proximal import minimise_locally, prox_objective
 from ..theory.quadrature import Quadrature
 from ..theory.stability import proximal_nodes, rs_diagnostics
-from ..theory.state_evolution import Overlaps, SESolver, solve_state_evolution
-from ..theory.sweeps import DEFAULT_RANGE, _range, _trace_range, branch_point, branch_trace, continuation_settings
+from ..theory.solve import solve_state_evolution
+from ..theory.state_evolution import Overlaps, SESolver
+from ..theory.traces import branch_point, branch_trace, continuation_settings, DEFAULT_RANGE, _range, _trace_range
 
 __all__ = ["theory_point", "rs_validity", "rs_breakdown", "fixed_point_near", "SOLVER_CHECK_RULES", "solver_checks",
            "pinned_profile", "prox_coverage"]
@@ -47,7 +48,7 @@ def theory_point(params: TaskParams, alpha: float, branch: str, solver=None, alp
     """The fixed point of ``branch`` at ``alpha`` (from its continuation trace), or the agnostic point where the
     branch does not exist there. Returns ``(SEResult, name of the fixed point used)``.
 
-    Inside the branch's range the point is Newton-solved from the trace (:func:`~attnlib.theory.sweeps.branch_point`);
+    Inside the branch's range the point is Newton-solved from the trace (:func:`~attnlib.theory.traces.branch_point`);
     where Newton fails (near-ties of the proximal problem make the map rough at the edges) it is the
     interpolation of the trace's own fixed points, returned with ``converged=False``, never the agnostic point
     of another sector."""
@@ -122,7 +123,7 @@ def fixed_point_near(params: TaskParams, alpha: float, q: float, m: float, theta
                      solver=None):
     """Is there a fixed point of the state evolution near given overlaps (e.g. those of a finite-d minimiser)?
 
-    Newton's method (:func:`attnlib.theory.continuation.newton_fixed_point`, which also finds fixed points that repel
+    Newton's method (:func:`attnlib.newton_fixed_point`, which also finds fixed points that repel
     the iteration) on ``branch`` (default ``"free"``: ``m`` and ``theta`` both free; ``"positional"`` holds
     ``theta = 0``, ``"semantic"`` holds ``m = 0``), started at ``(q, m, theta)`` with the width ``V`` of the
     agnostic point at ``alpha``. Returns the :class:`~attnlib.theory.state_evolution.SEResult` (``converged`` says
@@ -176,7 +177,7 @@ def solver_checks(params: TaskParams, alpha: float, branch: str, start: Overlaps
 def pinned_profile(params: TaskParams, alpha: float, branch: str, values, start: Overlaps, solver=None
                    ) -> pd.DataFrame:
     """The training loss of the theory with the branch's defining overlap pinned (``m`` for the positional
-    branch, ``theta`` for the semantic one; :func:`~attnlib.theory.state_evolution.solve_state_evolution` with
+    branch, ``theta`` for the semantic one; :func:`~attnlib.solve_state_evolution` with
     ``fix_m`` / ``fix_theta``): the constrained fixed point for each value, one row per value with ``q``, ``V``,
     ``train_loss``, ``rel_loss`` (relative to ``Q = 0``) and ``converged``. A profile that is flat over a range
     of values says that the theory's training loss hardly distinguishes them."""

@@ -25,7 +25,7 @@ from ..exceptions import ConvergenceWarning
 from ..params import TaskParams, check_alpha, check_finite_scalar, check_int, check_seeds
 from .quadrature import Quadrature, scrambling_mean
 from .state_evolution import BRANCHES, Overlaps, SESolver
-from .sweeps import follow_branch
+from .branch_points import follow_branch
 
 __all__ = ["ACCURATE_ORDER", "ACCURATE_SEEDS", "ACCURATE_RTOL", "ACCURATE_MAX_ORDER", "ACCURATE_FIELDS", "AccurateFixedPoint", "accurate_solver",
            "solve_accurately"]

@@ -41,7 +41,7 @@ from .quadrature import Quadrature
 from .state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy, _hold,
                               _residual, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
                               symmetry_generators)
-from .sweeps import follow_branch
+from .branch_points import follow_branch
 
 __all__ = ["CHORD_FIELDS", "CHORD_ORDER", "CHORD_SEEDS", "CHORD_MAX_ORDER", "NOISE_FRACTION", "chord_start_solver", "solve_chord",
            "scrambling_fixed_points"]

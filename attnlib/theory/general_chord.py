@@ -24,8 +24,8 @@ import math
 import numpy as np
 
 from .differences import central_jacobian
-from .general_state_evolution import (GeneralOverlaps, _ScramblingOutcome, _block_residual, _block_scales,
-                                      _check_domain, _image, _project)
+from .general_model import (GeneralOverlaps, _ScramblingOutcome, _block_residual, _block_scales,
+                            _check_domain, _image, _project)
 
 __all__ = ["map_jacobian", "chord_fixed_point", "CHORD_MAX_STEPS", "CHORD_STEP"]
 
@@ -73,7 +73,7 @@ def chord_fixed_point(params, alpha: float, x, nodes, hold, G, J: np.ndarray, J_
 
     The first map is a full proximal search (a descent from the centres only, the iteration's cheap first step,
     lands on other minima at enough nodes to cost more steps than it saves), the next ones local descents from the
-    last minimisers; a residual (:func:`~attnlib.theory.general_state_evolution._block_residual`) below
+    last minimisers; a residual (:func:`~attnlib.theory.general_model._block_residual`) below
     ``solver.tol`` is confirmed by a full search (where that finds other minima the steps go on from them). Returns ``(outcome, x_last)``: ``outcome`` a converged ``_ScramblingOutcome`` or ``None`` where the
     chord failed (a step left the domain, the residual did not halve in two steps running, or
     :data:`CHORD_MAX_STEPS` were spent), ``x_last`` the last point whose map was taken (the caller's iteration

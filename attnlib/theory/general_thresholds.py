@@ -21,7 +21,8 @@ import numpy as np
 
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams, check_alpha, check_finite_scalar
-from .general_state_evolution import GeneralSolver, solve_general
+from .general_model import GeneralSolver
+from .general_state_evolution import solve_general
 from .generalisation import linear_baseline_error
 
 __all__ = ["GeneralThreshold", "general_threshold", "find_bracket", "distinct_branch", "NO_ROOT", "AT_ALPHA_C"]

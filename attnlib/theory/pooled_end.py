@@ -49,11 +49,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cache import cached
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams, check_alpha, check_finite_scalar, check_int
 from .chord import CHORD_ORDER, CHORD_SEEDS, solve_chord
-from .continuation import VANISH_FLOOR, BranchTrace, defining_overlap
+from .continuation import BranchTrace
+from .newton import VANISH_FLOOR, defining_overlap
 from .state_evolution import Overlaps
+from .traces import DEFAULT_RANGE, _range, _trace_range, branch_trace, continuation_settings
 
 __all__ = ["PooledEnd", "pooled_end", "pooled_point", "pooled_seeds", "semantic_end", "positional_end",
            "agreement_end", "agreement_seeds", "END_STEP", "END_RESOLUTION", "END_COLLAPSE", "END_AGREEMENT",
@@ -298,9 +301,6 @@ def _end_of_trace(params: TaskParams, branch: str, side: str, solver, alpha_rang
     seed sets :func:`agreement_seeds` of the continuation rule's scrambling; ``options`` passed on, ``edge=True``
     for the range's end on ``side``) as a cached row, under cache key ``key`` with every setting and
     ``key_extra``; None where the branch is not found or ``stops_inside(trace)`` is False."""
-    from ..cache import cached
-    from .sweeps import DEFAULT_RANGE, _range, _trace_range, branch_trace, continuation_settings
-
     settings = continuation_settings(solver)
     lo, hi = _trace_range(*_range(DEFAULT_RANGE if alpha_range is None else alpha_range, None))
     trace = branch_trace(params, branch, (lo, hi), settings, use_cache)
@@ -343,8 +343,6 @@ def _semantic_gap(params: TaskParams, row: dict, sets, settings, alpha_range, us
     positional branch is still the lower there), both the means of the seed sets ``sets``, the semantic fixed points
     solved from the semantic branch's continuation trace; NaN where the end was not placed or the semantic branch is
     not resolved there (a set does not converge, or its ``theta`` is below ``VANISH_FLOOR * rho``)."""
-    from .sweeps import branch_trace
-
     alpha = row["bracket_lo"]
     if row["kind"] not in ("agreement", "range") or not math.isfinite(row["train_loss"]):
         return math.nan
@@ -364,7 +362,7 @@ def semantic_end(params: TaskParams, solver=None, alpha_range=None, use_cache: b
     """The lower end of the semantic branch under the pooled rule (:func:`agreement_end`), as a row of
     :meth:`PooledEnd.as_row`, cached.
 
-    The branch is traced by continuation (:func:`attnlib.theory.sweeps.branch_trace`, with ``solver`` and
+    The branch is traced by continuation (:func:`attnlib.theory.traces.branch_trace`, with ``solver`` and
     ``alpha_range`` as there); the end is the last ``alpha`` at which the three seed sets :func:`agreement_seeds`
     of the continuation rule's scrambling (its quadrature ``seed``) agree on the branch, each fixed point solved from
     the trace. None where the branch is not found, or where it reaches the lower end of the range.
@@ -377,7 +375,7 @@ def positional_end(params: TaskParams, solver=None, alpha_range=None, use_cache:
     """The upper end of the positional branch under the pooled rule (:func:`agreement_end`), as a row of
     :meth:`PooledEnd.as_row`, cached.
 
-    The branch is traced by continuation (:func:`attnlib.theory.sweeps.branch_trace`, ``solver`` and
+    The branch is traced by continuation (:func:`attnlib.theory.traces.branch_trace`, ``solver`` and
     ``alpha_range`` as there). Where the continuation stops inside the range (a fold or a lost branch: under its
     single rule, small S-shaped wiggles of the curve stop it early, by up to 0.2 in ``alpha`` at omega = 0.1),
     the end is the last ``alpha`` at which the three seed sets :func:`agreement_seeds` of the continuation rule's

@@ -1,7 +1,7 @@
 """The thresholds ``alpha_c`` and ``alpha_l`` under the default (pooled) rule.
 
 The continuation (:mod:`attnlib.theory.continuation`) places the thresholds on branches traced under one fast
-rule (:data:`attnlib.theory.sweeps.SMOOTH_QUADRATURE`), while the lower end of the semantic branch is placed under
+rule (:data:`attnlib.theory.traces.SMOOTH_QUADRATURE`), while the lower end of the semantic branch is placed under
 the pooled rule of :func:`attnlib.solve_chord` (:mod:`attnlib.theory.pooled_end`). Two rules can disagree by a
 few tenths of a per cent in ``alpha``, enough for a transition to fall below the end of a branch it needs. Here
 both thresholds are moved onto the pooled rule, with the continuation's values as the start:
@@ -29,11 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..exceptions import ConvergenceWarning
+from ..cache import cached
+from ..exceptions import ConvergenceWarning, ThresholdNotFound
 from ..params import TaskParams
 from .chord import CHORD_ORDER
 from .continuation import BranchTrace
-from .pooled_end import pooled_point
+from .generalisation import linear_baseline_error
+from .pooled_end import pooled_point, pooled_seeds
+from .thresholds import critical_alpha, linear_crossing_alpha
+from .traces import DEFAULT_RANGE, _interp, _range, _trace_range, branch_trace, continuation_settings
 
 __all__ = ["PooledThreshold", "pooled_root", "pooled_thresholds", "phase_thresholds", "THRESHOLD_XTOL",
            "THRESHOLD_MAX_EVALS"]
@@ -155,8 +159,6 @@ def _gap_slope(sem: BranchTrace, pos: BranchTrace, alpha: float, column: str, ep
                h: float = 0.01) -> float:
     """``d/d log alpha`` of the traces' gap (``column`` semantic minus positional, or ``column`` of ``sem``
     minus ``eps_lin``) at ``alpha``, by a central difference of the interpolated traces."""
-    from .sweeps import _interp
-
     a = np.array([alpha * math.exp(-h), alpha * math.exp(h)])
     if eps_lin is None:
         g = _interp(sem, column, a) - _interp(pos, column, a)
@@ -270,18 +272,12 @@ def pooled_thresholds(params: TaskParams, sem: BranchTrace, pos: BranchTrace, al
 def phase_thresholds(params: TaskParams, solver=None, alpha_range=None, use_cache: bool = True) -> dict:
     """:func:`pooled_thresholds` for one point of the phase diagram, cached.
 
-    The branches are traced and the continuation's thresholds found as :func:`attnlib.theory.sweeps.critical_alpha`
-    and :func:`~attnlib.theory.sweeps.linear_crossing_alpha` do (``solver`` and ``alpha_range`` as there); the
+    The branches are traced and the continuation's thresholds found as :func:`attnlib.theory.thresholds.critical_alpha`
+    and :func:`~attnlib.theory.thresholds.linear_crossing_alpha` do (``solver`` and ``alpha_range`` as there); the
     pooled rule's seed set is :func:`attnlib.theory.pooled_end.pooled_seeds` of the continuation rule's scrambling
     (its quadrature ``seed``), as for the semantic end. Returns the dict of :func:`pooled_thresholds`, plus the
     continuation's values as ``alpha_c_trace`` and ``alpha_l_trace`` (NaN where it has none).
     """
-    from ..cache import cached
-    from .generalisation import linear_baseline_error
-    from .pooled_end import pooled_seeds
-    from .sweeps import (DEFAULT_RANGE, ThresholdNotFound, _range, _trace_range, branch_trace, continuation_settings,
-                         critical_alpha, linear_crossing_alpha)
-
     settings = continuation_settings(solver)
     lo, hi = _range(DEFAULT_RANGE if alpha_range is None else alpha_range, None)
     cont = {}

@@ -32,7 +32,7 @@ from ..params import TaskParams, check_alpha, check_seeds
 from .quadrature import Quadrature, scrambling_mean
 from .state_evolution import (BRANCHES, Overlaps, SESolver, _hold, conjugates_and_energy,
                               overlaps_from_conjugates, se_nodes, symmetry_generators)
-from .sweeps import follow_branch
+from .branch_points import follow_branch
 
 __all__ = ["IMAGE_FIELDS", "FIXED_POINT_FIELDS", "FIXED_POINT_BRANCHES", "map_image", "map_image_errors",
            "fixed_point_errors", "rule_point_count", "rule_study_summary"]
@@ -231,7 +231,7 @@ def map_image_errors(params: TaskParams, alpha: float, branch: str, overlaps: Ov
 
 def _solve(params, alpha, branch, rule, solver, start):
     """The branch's point with ``rule``, found as a sweep finds it (iteration, then Newton where the branch
-    repels the iteration: :func:`attnlib.theory.sweeps.follow_branch`), and the wall time of that."""
+    repels the iteration: :func:`attnlib.theory.branch_points.follow_branch`), and the wall time of that."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         t0 = time.perf_counter()
@@ -251,10 +251,10 @@ def fixed_point_errors(params: TaskParams, alpha: float, branch: str, rules, ref
     alpha : float
         Sample complexity, in ``(0, inf)``.
     branch : {"semantic", "positional", "agnostic"}
-        The branch (:func:`~attnlib.theory.state_evolution.solve_state_evolution`).
+        The branch (:func:`~attnlib.solve_state_evolution`).
     rules : sequence of Quadrature
         Candidate rules; each is solved from the branch's point under ``solver``'s own rule (found once,
-        :func:`attnlib.theory.sweeps.follow_branch`, which also finds a branch that repels the iteration), so
+        :func:`attnlib.theory.branch_points.follow_branch`, which also finds a branch that repels the iteration), so
         ``seconds`` is the cost of a warm solve.
     reference_rules : sequence of Quadrature
         Rules whose mean fixed point is the reference (e.g. ``"sobol-sym"`` 2^18 with seeds 0, 1, 2); at

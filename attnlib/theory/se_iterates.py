@@ -1,7 +1,7 @@
 """The state evolution iterated step by step, as GAMP sees it: the map of the fixed-point equations applied
 from given initial overlaps, with GAMP's scalar damping and without acceleration.
 
-Where :func:`attnlib.theory.state_evolution.solve_state_evolution` wants the fixed point, this module keeps every
+Where :func:`attnlib.solve_state_evolution` wants the fixed point, this module keeps every
 iterate, so that a finite-d algorithm whose high-dimensional description is this map
 (:func:`attnlib.finite_d.gamp.run_gamp`) can be compared with it iteration by iteration.
 """
