@@ -585,8 +585,8 @@ def trace_branch(params: TaskParams, branch: str, alpha0: float, alpha_range: tu
                  past_fold: int = 0) -> BranchTrace:
     """Follow ``branch`` by continuation from ``alpha0`` down and up to its ends within ``alpha_range``.
 
-    The first point is found by the state-evolution iteration
-    (:func:`~attnlib.theory.iteration.iterate_state_evolution` from ``start`` or the branch's default start) and
+    The first point is found by the state-evolution iteration under ``settings.solver`` (as
+    :func:`~attnlib.solve_state_evolution` with that solver, from ``start`` or the branch's default start) and
     polished by Newton; it must have its defining overlap
     above the floor (``VANISH_FLOOR * rho``), else ``ValueError`` (the branch does not exist at ``alpha0``:
     start where it is unambiguous).
