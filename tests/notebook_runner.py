@@ -15,21 +15,25 @@ What this runner does about it:
 * the kernel client's channels poll in slices of at most ``SLICE_S`` seconds: a missed wake-up costs at most one
   slice, and every message that arrives more than ``LATE_S`` after the kernel sent it is counted as *late*;
 * every cell has a timeout sized from the measured durations (``CELL_TIMEOUT_S``; chapters take 4-73 s in all);
-* a chapter whose cell times out or whose kernel dies is reported with the kernel's last messages (which tell an
-  idle kernel with a lost reply from a busy one) and retried once in a fresh kernel; the report lists every retry,
-  so a retried chapter is never silent.
+* a chapter whose cell times out or whose kernel dies is reported with the kernel's last messages as they were at
+  the timeout (its last status tells an idle kernel with a lost reply, ``idle``, from a busy one) and retried once
+  in a fresh kernel; the report lists every retry, so a retried chapter is never silent.
 
 Output (last line of stdout): JSON ``{"times": {path: seconds}, "attempts": {path: n}, "incidents": [...],
 "late": [...]}``.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from queue import Empty
 
+import jupytext
 import nbformat
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
@@ -44,7 +48,8 @@ CELL_TIMEOUT_S = 300     # per cell; the slowest whole chapter takes 73 s (cold 
 RETRIES = 1              # a chapter that times out or loses its kernel runs once more in a fresh kernel
 
 LATE: list[dict] = []            # late messages of the current chapter
-LAST: dict[str, dict] = {}       # the last message read on each channel (its type, state and age)
+LAST: dict[str, dict] = {}       # the last message read on each channel, and the last status (type, state, age)
+AT_TIMEOUT: dict = {}            # LAST as it was when a cell timed out, with the time ("at")
 
 
 class SlicedChannel(AsyncZMQSocketChannel):
@@ -82,6 +87,8 @@ class SlicedChannel(AsyncZMQSocketChannel):
         kind = msg.get("msg_type", "?")
         LAST[self.name] = {"msg_type": kind, "execution_state": msg.get("content", {}).get("execution_state"),
                            "read_at": time.time(), "age_s": age}
+        if kind == "status":   # the kernel's last announced state, busy or idle, kept apart from later messages
+            LAST["status"] = dict(LAST[self.name], channel=self.name)
         if age is not None and age > LATE_S:
             LATE.append({"channel": self.name, "msg_type": kind, "late_s": age})
 
@@ -110,10 +117,19 @@ class SlicedKernelManager(AsyncKernelManager):
         return SlicedClient
 
 
+class ReportingClient(NotebookClient):
+    """nbclient's client that keeps the kernel's last messages as they were when a cell timed out (before the
+    client's clean-up sends the kernel its shutdown request, whose replies would overwrite them)."""
+
+    async def _async_handle_timeout(self, timeout, cell=None):
+        AT_TIMEOUT.clear()
+        AT_TIMEOUT.update({k: dict(v) for k, v in LAST.items()}, at=time.time())
+        return await super()._async_handle_timeout(timeout, cell)
+
+
 def read_notebook(path: str):
     """A chapter as JupyterLab opens it: ``.md`` through jupytext (Binder), ``.ipynb`` as it is (download)."""
     if path.endswith(".md"):
-        import jupytext
         return jupytext.read(path)
     return nbformat.read(path, as_version=4)
 
@@ -127,8 +143,9 @@ def run_once(path: str, cwd: str, cell_timeout: float) -> tuple[object, dict | N
         current.update(index=cell_index, t0=time.monotonic())
 
     LAST.clear()
+    AT_TIMEOUT.clear()
     # skip_cells_with_tag: a tag no cell has, so every cell runs, "skip-execution" ones included (Run All)
-    client = NotebookClient(nb, timeout=cell_timeout, kernel_name="python3", startup_timeout=120,
+    client = ReportingClient(nb, timeout=cell_timeout, kernel_name="python3", startup_timeout=120,
                             kernel_manager_class=SlicedKernelManager, on_cell_execute=on_cell_execute,
                             skip_cells_with_tag="run-all-runs-everything", resources={"metadata": {"path": cwd}})
     try:
@@ -136,8 +153,9 @@ def run_once(path: str, cwd: str, cell_timeout: float) -> tuple[object, dict | N
     except (CellTimeoutError, DeadKernelError) as exc:
         index = current["index"]
         source = nb.cells[index].source if index is not None else ""
-        now = time.time()
-        last = {k: {**v, "read_s_ago": round(now - v.pop("read_at"), 1)} for k, v in LAST.items()}
+        seen = dict(AT_TIMEOUT) if AT_TIMEOUT else dict(LAST, at=time.time())
+        now = seen.pop("at")
+        last = {k: {**v, "read_s_ago": round(now - v.pop("read_at"), 1)} for k, v in seen.items()}
         return None, {"chapter": path, "error": type(exc).__name__, "cell": index,
                       "cell_head": source.splitlines()[0][:80] if source else "",
                       "cell_s": None if current["t0"] is None else round(time.monotonic() - current["t0"], 1),
@@ -160,7 +178,8 @@ def execute(jobs: list[tuple[str, str]], cell_timeout: float = CELL_TIMEOUT_S, r
             report["incidents"].append(incident)
             print(f"notebook_runner: {json.dumps(incident)}", file=sys.stderr, flush=True)
         else:
-            raise RuntimeError(f"{path} failed {retries + 1} times in fresh kernels: {report['incidents'][-1]}")
+            raise RuntimeError(f"{path} failed {retries + 1} times in fresh kernels: "
+                               f"{json.dumps(report['incidents'][-1])}")
         report["times"][path] = round(time.perf_counter() - t0, 1)
         report["attempts"][path] = attempt
         nbformat.write(nb, path + ".executed.ipynb")
@@ -173,7 +192,6 @@ def main(argv: list[str] | None = None) -> None:
     ``--repeat N`` executes the jobs N times (the loop that reproduced the stall); ``--slice`` sets the longest
     wait on a socket (``--slice`` equal to the cell timeout gives nbclient's own behaviour, one wait per cell).
     """
-    import argparse
     global SLICE_S
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("jobs", help="JSON list of [notebook, folder]")
@@ -187,8 +205,6 @@ def main(argv: list[str] | None = None) -> None:
     jobs = [tuple(j) for j in json.loads(args.jobs)]
     for _ in range(args.repeat):
         if args.fresh_cache:
-            import os
-            import tempfile
             os.environ["ATTNLIB_CACHE_DIR"] = tempfile.mkdtemp(prefix="attnlib-cache-")
         print(json.dumps(execute(jobs, cell_timeout=args.cell_timeout)), flush=True)
 
