@@ -33,7 +33,6 @@ import time
 from datetime import datetime, timezone
 from queue import Empty
 
-import jupytext
 import nbformat
 from jupyter_client.asynchronous import AsyncKernelClient
 from jupyter_client.channels import AsyncZMQSocketChannel
@@ -130,6 +129,7 @@ class ReportingClient(NotebookClient):
 def read_notebook(path: str):
     """A chapter as JupyterLab opens it: ``.md`` through jupytext (Binder), ``.ipynb`` as it is (download)."""
     if path.endswith(".md"):
+        import jupytext   # only here: a downloaded notebook's environment (attnlib[notebooks]) has no jupytext
         return jupytext.read(path)
     return nbformat.read(path, as_version=4)
 

@@ -16,7 +16,7 @@
 Both use pip's wheel cache and a temporary attnlib cache (cold: every result is computed again), and execute the
 chapters with ``notebook_runner.py`` (the same nbclient, with no wait longer than needed: each cell's timeout is
 sized from measured durations, a stalled or dead kernel is reported with its last messages and retried once in a
-fresh kernel, as a warning in the test summary). Every command they start has a time limit. Marked ``slow``:
+fresh kernel, as a warning in the test summary), two chapters at a time, each in its own kernel. Every command they start has a time limit. Marked ``slow``:
 each takes minutes (the Binder mirror executes the whole book).
 """
 from __future__ import annotations
@@ -50,6 +50,8 @@ RUNNER = Path(__file__).with_name("notebook_runner.py")   # executes chapters in
 VENV_TIMEOUT_S = 300
 INSTALL_TIMEOUT_S = 1200
 EXECUTE_TIMEOUT_S = 1800
+#: Runner processes executing chapters at once (one per core of CI's 2-core machine; each chapter its own kernel).
+STREAMS = 2
 
 
 def run(cmd, timeout: float = VENV_TIMEOUT_S, **kwargs) -> subprocess.CompletedProcess:
@@ -87,13 +89,33 @@ def fresh_venv(path: Path) -> tuple[Path, dict]:
 def execute(python: Path, env: dict, jobs: list[tuple[Path, Path]], tmp: Path, key: str) -> dict:
     """Execute the chapters with ``notebook_runner.py`` in the fresh environment; return the seconds per chapter.
 
-    A chapter that timed out or lost its kernel and passed on its retry is reported as a warning (pytest's
-    summary shows it) and in ``_build/reader_environments.json``; messages read late are recorded there too."""
+    The chapters run in ``STREAMS`` runner processes at once (every other chapter in each: the three slow ones,
+    0, 1 and 10, do not end up in one), each chapter in its own kernel as before. A chapter that timed out or lost
+    its kernel and passed on its retry is reported as a warning (pytest's summary shows it) and in
+    ``_build/reader_environments.json``; messages read late are recorded there too."""
     runner = tmp / RUNNER.name
     shutil.copy(RUNNER, runner)
-    proc = run([str(python), str(runner), json.dumps([[str(n), str(c)] for n, c in jobs])], env=env,
-               timeout=EXECUTE_TIMEOUT_S)
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    groups = [jobs[i::STREAMS] for i in range(STREAMS) if jobs[i::STREAMS]]
+    procs = [subprocess.Popen([str(python), str(runner), json.dumps([[str(n), str(c)] for n, c in group])],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for group in groups]
+    deadline = time.monotonic() + EXECUTE_TIMEOUT_S
+    report = {"times": {}, "attempts": {}, "incidents": [], "late": []}
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"executing the chapters ran past its {EXECUTE_TIMEOUT_S}-s limit:\n{out[-4000:]}\n"
+                        f"{err[-6000:]}")
+        assert proc.returncode == 0, f"{proc.args[:2]} failed:\n{out[-4000:]}\n{err[-6000:]}"
+        part = json.loads(out.strip().splitlines()[-1])
+        for k in ("times", "attempts"):
+            report[k].update(part[k])
+        for k in ("incidents", "late"):
+            report[k] += part[k]
     record(f"{key}_runner", {k: report[k] for k in ("attempts", "incidents", "late")})
     for incident in report["incidents"]:
         warnings.warn(f"chapter retried in a fresh kernel after {incident['error']} at cell {incident['cell']} "
