@@ -14,7 +14,7 @@ What this runner does about it:
 
 * the kernel client's channels poll in slices of at most ``SLICE_S`` seconds: a missed wake-up costs at most one
   slice, and every message that arrives more than ``LATE_S`` after the kernel sent it is counted as *late*;
-* every cell has a timeout sized from the measured durations (``CELL_TIMEOUT_S``; chapters take 4-73 s in all);
+* every cell has a timeout sized from the measured durations (``CELL_TIMEOUT_S``; chapters take 4-120 s in all);
 * a chapter whose cell times out or whose kernel dies is reported with the kernel's last messages as they were at
   the timeout (its last status tells an idle kernel with a lost reply, ``idle``, from a busy one) and retried once
   in a fresh kernel; the report lists every retry, so a retried chapter is never silent.
@@ -43,7 +43,7 @@ from traitlets import Type, default
 
 SLICE_S = 1.0            # longest single wait on a socket; bounds the cost of a missed wake-up
 LATE_S = 0.5             # a message read this long after the kernel sent it is reported as late
-CELL_TIMEOUT_S = 300     # per cell; the slowest whole chapter takes 73 s (cold cache, 2 cores)
+CELL_TIMEOUT_S = 300     # per cell; the slowest whole chapter takes 73-120 s (cold cache, 2 cores)
 RETRIES = 1              # a chapter that times out or loses its kernel runs once more in a fresh kernel
 
 LATE: list[dict] = []            # late messages of the current chapter
@@ -153,9 +153,9 @@ def run_once(path: str, cwd: str, cell_timeout: float) -> tuple[object, dict | N
     except (CellTimeoutError, DeadKernelError) as exc:
         index = current["index"]
         source = nb.cells[index].source if index is not None else ""
-        seen = dict(AT_TIMEOUT) if AT_TIMEOUT else dict(LAST, at=time.time())
-        now = seen.pop("at")
-        last = {k: {**v, "read_s_ago": round(now - v.pop("read_at"), 1)} for k, v in seen.items()}
+        seen = AT_TIMEOUT or dict(LAST, at=time.time())   # a dead kernel has no timeout: its messages as they are
+        last = {k: {**{f: x for f, x in v.items() if f != "read_at"}, "read_s_ago": round(seen["at"] - v["read_at"], 1)}
+                for k, v in seen.items() if k != "at"}
         return None, {"chapter": path, "error": type(exc).__name__, "cell": index,
                       "cell_head": source.splitlines()[0][:80] if source else "",
                       "cell_s": None if current["t0"] is None else round(time.monotonic() - current["t0"], 1),

@@ -16,8 +16,8 @@
 Both use pip's wheel cache and a temporary attnlib cache (cold: every result is computed again), and execute the
 chapters with ``notebook_runner.py`` (the same nbclient, with no wait longer than needed: each cell's timeout is
 sized from measured durations, a stalled or dead kernel is reported with its last messages and retried once in a
-fresh kernel, as a warning in the test summary), two chapters at a time, each in its own kernel. Every command they start has a time limit. Marked ``slow``:
-each takes minutes (the Binder mirror executes the whole book).
+fresh kernel, as a warning in the test summary), two chapters at a time, each in its own kernel. Every command
+they start has a time limit. Marked ``slow``: each takes minutes (the Binder mirror executes the whole book).
 """
 from __future__ import annotations
 
@@ -45,7 +45,8 @@ REPORT = ROOT / "_build" / "reader_environments.json"
 
 RUNNER = Path(__file__).with_name("notebook_runner.py")   # executes chapters in the fresh environment
 # Timeouts of what the tests start, sized from measured durations on 2 cores (CI's machine): creating a
-# venv ~5 s, installing requirements.txt ~2-4 min, the whole book's chapters ~5 min in all (slowest 73 s);
+# venv ~5 s, installing requirements.txt ~1.5-4 min, the whole book's chapters 5-6.5 min one at a time (slowest,
+# chapter 1: 73 s on an Intel Xeon, 120 s on an AMD EPYC);
 # each limit is several times the measurement, so that a stall fails in minutes, not at CI's 90-minute limit.
 VENV_TIMEOUT_S = 300
 INSTALL_TIMEOUT_S = 1200
