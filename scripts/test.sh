@@ -3,6 +3,9 @@
 # with apt-get when missing and run as root) and run every test, including the headless-browser test of the
 # book (which builds the book itself). Extra arguments are passed to pytest.
 #
+# The tests run in one pytest-xdist worker per core (PYTEST_WORKERS, default auto; 0 runs them in this process).
+# tests/conftest.py groups them: all that need the built book in one worker (one build), the others by module.
+#
 # Then the replay tests (marker "replay": they recompute committed numbers through numpy/scipy) run a second
 # time with OPENBLAS_CORETYPE forcing another OpenBLAS kernel than this CPU's default (scripts/blas_kernel.py),
 # so that every run also checks the tolerances against another machine's rounding. SECOND_KERNEL=none skips
@@ -15,7 +18,8 @@ if [ ! -x "$CHROMIUM" ]; then
   apt_install chromium
 fi
 export CHROMIUM
-python -m pytest tests "$@"
+WORKERS=(-n "${PYTEST_WORKERS:-auto}" --dist loadgroup)
+python -m pytest tests "${WORKERS[@]}" "$@"
 
 KERNEL="${SECOND_KERNEL:-$(python scripts/blas_kernel.py --alternative)}"
 if [ "$KERNEL" = none ] || [ -z "$KERNEL" ]; then
@@ -28,4 +32,4 @@ if [ "${GOT,,}" != "${KERNEL,,}" ]; then
   exit 1
 fi
 echo "Replay tests again under the OpenBLAS kernel $KERNEL (default here: $(python scripts/blas_kernel.py))"
-OPENBLAS_CORETYPE="$KERNEL" python -m pytest tests -m replay -p no:cacheprovider -ra
+OPENBLAS_CORETYPE="$KERNEL" python -m pytest tests -m replay -p no:cacheprovider -ra "${WORKERS[@]}"

@@ -90,6 +90,17 @@ def browser():
         b.close()
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``scripts/test.sh`` runs ``-n auto --dist loadgroup``), keep together what shares a
+    fixture: every test that needs the built book runs in one worker, after the one build, and every other test
+    with the rest of its module (whose module-scoped fixtures, such as solved traces, are then computed once)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = "built-book" if "built_book" in item.fixturenames else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_report_header(config):
     """The machine properties that the replay tests' rounding depends on (tests/replay.py)."""
     import importlib.util
