@@ -90,6 +90,7 @@ def browser():
         b.close()
 
 
+@pytest.hookimpl(tryfirst=True)   # before xdist's worker reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``scripts/test.sh`` runs ``-n auto --dist loadgroup``), keep together what shares a
     fixture: every test that needs the built book runs in one worker, after the one build, and every other test
@@ -97,7 +98,7 @@ def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:
-        group = "built-book" if "built_book" in item.fixturenames else item.nodeid.split("::")[0]
+        group = "built-book" if "built_book" in item.fixturenames else Path(item.nodeid.split("::")[0]).stem
         item.add_marker(pytest.mark.xdist_group(group))
 
 
