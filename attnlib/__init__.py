@@ -12,13 +12,22 @@ accurate, ten times faster: pooled scramblings solved by chord-Newton steps),
 :func:`solve_general` (also reached through :func:`solve_state_evolution` with a larger ``A`` or ``rank > 1``) and
 its thresholds, :func:`general_threshold`.
 
-Finite d: :func:`simulate_erm`, :func:`erm_sweep`, :func:`run_gamp`, and the finite-d arbiter
-:func:`arbiter_table`, :func:`finite_d_critical_alpha`.
+The model's pieces: :func:`attention_matrix`, :func:`teacher_attention`, :func:`teacher_student_fields`, the
+proximal step :func:`solve_prox`.
+
+Finite d: :func:`simulate_erm`, :func:`erm_sweep`, :func:`run_gamp`, the finite-d arbiter
+:func:`arbiter_table`, :func:`finite_d_critical_alpha`, :func:`finite_d_linear_alpha`, the landscape between the
+minima (:func:`loss_along_path`), the minima with an overlap pinned (:func:`construction_summary`) and the
+comparison with fixed points for any ``L`` (:func:`branch_minimisers`, :func:`seed_mean_extrapolation`).
+
+The book's helpers and the settings its chapters quote: :mod:`attnlib.book`.
 """
 from ._version import __version__
 
 from .exceptions import CacheWarning, ConvergenceWarning
-from .theory.generalisation import linear_baseline_error, test_error_from_overlaps
+from .theory.generalisation import linear_baseline_error, teacher_student_fields, test_error_from_overlaps
+from .theory.attention import attention_matrix, softmax_rows, teacher_attention, teacher_diagonal
+from .theory.proximal import prox_objective, solve_prox
 from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
 from .theory.quadrature import Quadrature
 from .theory.solve import solve_state_evolution
@@ -44,19 +53,43 @@ from .theory.thresholds import critical_alpha, linear_crossing_alpha
 from .theory.traces import branch_trace
 from .theory.continuation import BranchEnd, BranchTrace, trace_branch
 from .theory.newton import Continuation, newton_fixed_point
-from .finite_d.arbiter import (FiniteDThreshold, arbiter_table, finite_d_critical_alpha, finite_d_minimum,
-                      finite_d_theta_loss_alpha)
+from .finite_d.arbiter import (FiniteDThreshold, arbiter_table, finite_d_critical_alpha, finite_d_linear_alpha,
+                               finite_d_minimum, finite_d_theta_loss_alpha)
+from .finite_d.landscape import barrier_height, loss_along_path
+from .finite_d.sim_sweeps import classify_minima
+from .finite_d.construction import construction_pairs, construction_summary, paired_profile
+from .finite_d.extrapolation import branch_minimisers, compare_with_fixed_points, seed_mean_extrapolation
+from .finite_d.arbiter import loss_zero_theory
+from .finite_d.construction import accurate_pinned_profile, construction_table
+from .finite_d.data import make_teacher
+from .finite_d.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
+from .theory.general_model import general_default_start, general_nodes, general_test_error
+from .theory.general_thresholds import NO_ROOT, distinct_branch
+from .theory.sweeps import summarise_phase_diagram
+from .theory.traces import continuation_settings
+from .theory.pooled_end import agreement_end, pooled_end
+from .theory.rule_study import fixed_point_errors, map_image_errors
+from .cache import library_fingerprint, provenance
+from .parallel import run_jobs
 
 __all__ = [
     "__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "ConvergenceWarning", "CacheWarning",
     "Quadrature", "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution",
     "solve_accurately", "AccurateFixedPoint", "solve_chord",
     "GeneralOverlaps", "GeneralResult", "GeneralSolver", "solve_general", "GeneralThreshold", "general_threshold",
-    "linear_baseline_error", "test_error_from_overlaps", "ThresholdNotFound", "alpha_sweep",
+    "linear_baseline_error", "test_error_from_overlaps", "teacher_student_fields", "attention_matrix",
+    "softmax_rows", "teacher_attention", "teacher_diagonal", "solve_prox", "prox_objective", "ThresholdNotFound", "alpha_sweep",
     "branch_curvature", "critical_alpha", "linear_crossing_alpha", "branch_trace", "branch_ends", "phase_diagram",
     "semantic_takeover",
     "BranchEnd", "BranchTrace", "Continuation", "newton_fixed_point", "trace_branch",
     "FiniteDThreshold", "arbiter_table", "finite_d_critical_alpha", "finite_d_minimum", "finite_d_theta_loss_alpha",
+    "finite_d_linear_alpha", "barrier_height", "loss_along_path", "classify_minima", "construction_pairs",
+    "construction_summary", "paired_profile", "branch_minimisers", "seed_mean_extrapolation",
+    "compare_with_fixed_points", "loss_zero_theory", "accurate_pinned_profile", "construction_table", "make_teacher",
+    "fixed_point_near", "pinned_profile", "prox_coverage", "rs_validity", "solver_checks",
+    "general_default_start", "general_nodes", "general_test_error", "NO_ROOT", "distinct_branch",
+    "summarise_phase_diagram", "fixed_point_errors", "map_image_errors", "library_fingerprint", "provenance",
+    "run_jobs", "continuation_settings", "agreement_end", "pooled_end",
     "make_task", "positional_encodings", "seed_streams", "DEFAULT_N_TEST", "ERMObjective", "ERMResult",
     "estimate_test_errors", "fit_linear_baseline", "gradient_descent", "minimize_lbfgs", "simulate_erm",
     "test_error_from_overlaps_rho", "erm_point", "erm_sweep", "rows_to_columns",

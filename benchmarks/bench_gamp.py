@@ -12,11 +12,7 @@ import warnings
 
 import numpy as np
 
-from attnlib.exceptions import ConvergenceWarning
-from attnlib.finite_d.gamp import run_gamp
-from attnlib.theory.se_iterates import state_evolution_iterates
-from attnlib.params import TaskParams
-from attnlib.finite_d.simulation import simulate_erm
+from attnlib import ConvergenceWarning, run_gamp, simulate_erm, state_evolution_iterates, TaskParams
 
 
 def main(d: int = 2000, alpha: float = 2.0) -> None:

@@ -18,11 +18,10 @@ import warnings
 
 import numpy as np
 
-from attnlib import GeneralSolver, TaskParams, solve_state_evolution
-from attnlib.exceptions import ConvergenceWarning
+from attnlib import ConvergenceWarning, GeneralSolver, solve_state_evolution, TaskParams
 from attnlib.theory import general_model as gm
 from attnlib.theory import general_state_evolution as gse
-from attnlib.theory.attention import softmax_rows, teacher_attention
+from attnlib import softmax_rows, teacher_attention
 from attnlib.theory.general_prox import prox_global
 
 

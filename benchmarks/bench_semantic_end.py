@@ -19,11 +19,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from attnlib import TaskParams
-from attnlib.parallel import run_jobs
-from attnlib.theory.pooled_end import agreement_end, agreement_seeds, pooled_end, pooled_seeds
-from attnlib.theory.traces import (DEFAULT_RANGE, _range, _trace_range, _with_scrambling, branch_trace,
-                                   continuation_settings)
+from attnlib import agreement_end, branch_trace, continuation_settings, pooled_end, run_jobs, TaskParams
+from attnlib.book import agreement_seeds, pooled_seeds
 
 
 def sweep_start(trace) -> float:
@@ -39,10 +36,10 @@ def sweep_start(trace) -> float:
 def one(omega: float, scrambling: int, sigma: float = 0.5, lam: float = 0.01) -> dict:
     warnings.simplefilter("ignore")
     p = TaskParams(sigma=sigma, lam=lam, omega=omega)
-    st = _with_scrambling(continuation_settings(), scrambling)
-    lo, hi = _trace_range(*_range(DEFAULT_RANGE, None))
+    st = continuation_settings(seed=scrambling)
     t0 = time.perf_counter()
-    trace = branch_trace(p, "semantic", (lo, hi), st, True)
+    trace = branch_trace(p, "semantic", solver=st)     # over the thresholds' default range
+    lo = trace.alpha_range[0]
     t_trace = time.perf_counter() - t0
     old = pooled_end(p, "semantic", "lower", sweep_start(trace), trace, seeds=pooled_seeds(scrambling), alpha_limit=lo)
     new = agreement_end(p, "semantic", "lower", trace, seed_sets=agreement_seeds(scrambling))

@@ -48,8 +48,8 @@ if ARGS is not None and ARGS.threads is not None and "numpy" not in sys.modules:
 
 import numpy as np  # noqa: E402  (after the thread settings)
 
-from attnlib.finite_d.data import make_task  # noqa: E402
-from attnlib.params import TaskParams  # noqa: E402
+from attnlib import make_task  # noqa: E402
+from attnlib import TaskParams  # noqa: E402
 from attnlib.finite_d.simulation import ERMObjective, gradient_descent, minimize_lbfgs, overlaps  # noqa: E402
 
 

@@ -27,12 +27,10 @@ from scipy.optimize import minimize
 
 from attnlib import (SESolver, TaskParams, alpha_sweep, erm_sweep, phase_diagram, solve_accurately, solve_chord,
                      solve_state_evolution)
-from attnlib.finite_d.arbiter import arbiter_table, finite_d_critical_alpha
-from attnlib.theory.continuation import trace_branch
+from attnlib import arbiter_table, finite_d_critical_alpha, trace_branch
 from attnlib.theory.sweeps import DEFAULT_ALPHA_GRID
 from attnlib.theory.traces import continuation_settings
-from attnlib.theory.attention import teacher_diagonal
-from attnlib.theory.proximal import prox_objective, solve_prox
+from attnlib import prox_objective, solve_prox, teacher_diagonal
 from attnlib.theory.state_evolution import se_nodes, symmetry_generators
 
 warnings.simplefilter("ignore")
@@ -103,7 +101,7 @@ def main(quick: bool):
     # of a pooled-rule evaluation near the semantic end (omega = 0.35, alpha = 0.8: 14 % of nodes with two minima)
     from attnlib.theory import _prox_kernels
     from attnlib.theory.proximal import SAME_MINIMUM
-    from attnlib.theory.quadrature import Quadrature
+    from attnlib import Quadrature
     from attnlib.theory.state_evolution import POSITION_SIGNS, _hold
 
     pe = replace(p, omega=0.35)

@@ -38,9 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlib import ALTERNATIVE_A, TaskParams
-from attnlib.cache import provenance
-from attnlib.finite_d.arbiter import arbiter_table
+from attnlib import ALTERNATIVE_A, arbiter_table, provenance, TaskParams
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"

@@ -40,13 +40,8 @@ import numpy as np
 import pandas as pd
 
 import attnlib
-from attnlib.cache import library_fingerprint
-from attnlib.exceptions import ConvergenceWarning
-from attnlib.finite_d.arbiter import loss_zero_theory
-from attnlib.finite_d.construction import accurate_pinned_profile, construction_table
-from attnlib.params import TaskParams
-from attnlib.theory.accurate import solve_accurately
-from attnlib.theory.state_evolution import Overlaps
+from attnlib import (accurate_pinned_profile, construction_table, ConvergenceWarning, library_fingerprint,
+                     loss_zero_theory, Overlaps, solve_accurately, TaskParams)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"
@@ -129,7 +124,7 @@ def theory_table(params):
 
 
 def semantic_tables(n_jobs):
-    from attnlib.book.authors_tables import authors_tables
+    from attnlib.book import authors_tables
 
     params = TaskParams(sigma=SIGMA, lam=LAM, omega=OMEGA_SEM)
     auth = authors_tables()

@@ -17,10 +17,8 @@ import json
 import time
 from pathlib import Path
 
-from attnlib.book.explorer_grid import (EXPLORER_POINTS_CSV, FIXED_POINT_COLUMNS, GRID_ALPHAS, GRID_OMEGAS,
-                                        explorer_fixed_points)
-from attnlib.cache import provenance
-from attnlib.params import STANDARD_A
+from attnlib import provenance, STANDARD_A
+from attnlib.book import explorer_fixed_points, EXPLORER_POINTS_CSV, FIXED_POINT_COLUMNS, GRID_ALPHAS, GRID_OMEGAS
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"

@@ -37,8 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnlib import TaskParams, erm_sweep
-from attnlib.cache import provenance
+from attnlib import erm_sweep, provenance, TaskParams
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"

@@ -35,9 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import attnlib
-from attnlib import TaskParams, gamp_fixed_point_table, gamp_tracking_table
-from attnlib.cache import library_fingerprint
-from attnlib.theory.quadrature import Quadrature
+from attnlib import gamp_fixed_point_table, gamp_tracking_table, library_fingerprint, Quadrature, TaskParams
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"

@@ -34,16 +34,8 @@ import numpy as np
 import pandas as pd
 
 import attnlib
-from attnlib.cache import library_fingerprint
-from attnlib.exceptions import ConvergenceWarning
-from attnlib.finite_d.simulation import simulate_erm
-from attnlib.parallel import run_jobs
-from attnlib.params import TaskParams
-from attnlib.theory.attention import softmax_rows
-from attnlib import GeneralSolver, solve_general
-from attnlib.theory.general_thresholds import general_threshold
-from attnlib.theory.generalisation import linear_baseline_error
-from attnlib.theory.solve import solve_state_evolution
+from attnlib import (ConvergenceWarning, general_threshold, GeneralSolver, library_fingerprint, linear_baseline_error,
+                     run_jobs, simulate_erm, softmax_rows, solve_general, solve_state_evolution, TaskParams)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"
@@ -143,7 +135,7 @@ def finite_d_row(d: int, alpha: float, seed: int, start: str) -> dict:
         warnings.simplefilter("ignore", ConvergenceWarning)
         r = simulate_erm(p, d=d, alpha=alpha, start=start, seed=seed, method="lbfgs", n_test=N_TEST,
                          normalize_teacher=True, keep_Q=True)
-    from attnlib.finite_d.data import make_teacher, seed_streams
+    from attnlib import make_teacher, seed_streams
     teacher = make_teacher(p, d, seed_streams(seed)["teacher"], normalize_teacher=True)
     M = teacher.P @ np.asarray(r.Q).reshape(d, -1) / math.sqrt(d)
     return dict(d=d, alpha=alpha, seed=seed, start=start, q=r.q, theta=abs(r.theta),

@@ -44,19 +44,10 @@ import numpy as np
 import pandas as pd
 
 import attnlib
-from attnlib.cache import library_fingerprint
-from attnlib.exceptions import ConvergenceWarning
-from attnlib.finite_d.data import positional_encodings
-from attnlib.finite_d.simulation import simulate_erm
-from attnlib.parallel import run_jobs
-from attnlib.params import TaskParams
-from attnlib.theory.attention import softmax_rows
-from attnlib import GeneralOverlaps, GeneralSolver
-from attnlib.theory.general_model import general_nodes, general_test_error
-from attnlib.theory.general_thresholds import NO_ROOT, distinct_branch, general_threshold
-from attnlib.theory.generalisation import linear_baseline_error
-from attnlib.exceptions import ThresholdNotFound
-from attnlib.theory.thresholds import critical_alpha, linear_crossing_alpha
+from attnlib import (ConvergenceWarning, critical_alpha, distinct_branch, general_nodes, general_test_error,
+                     general_threshold, GeneralOverlaps, GeneralSolver, library_fingerprint, linear_baseline_error,
+                     linear_crossing_alpha, NO_ROOT, positional_encodings, run_jobs, simulate_erm, softmax_rows,
+                     TaskParams, ThresholdNotFound)
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"
@@ -278,7 +269,7 @@ def _theory_fixed_point(case: str, omega: float, alpha: float, branch: str, star
     """One rank-1 fixed point of the general engine, as a row; ``start_M``: the positional start's direction of
     tokens (default: the engine's, the principal direction of A)."""
     from attnlib import solve_general
-    from attnlib.theory.general_model import general_default_start
+    from attnlib import general_default_start
     p = case_params(case, omega)
     start = None
     if start_M is not None:
@@ -434,7 +425,7 @@ def fixed_point_theory(out) -> pd.DataFrame:
 
 
 def build_fixed_points(n_jobs, out):
-    from attnlib.finite_d.extrapolation import branch_minimisers, compare_with_fixed_points
+    from attnlib import branch_minimisers, compare_with_fixed_points
     fd = branch_minimisers(pd.read_csv(out / "general_fixed_points_finite_d.csv"))
     theory = fixed_point_theory(out)
     table = compare_with_fixed_points(fd, theory, quantities=FIXED_POINT_QUANTITIES)

@@ -102,7 +102,7 @@ def main(argv=None):
 
     import attnlib
     from attnlib import histogram as H
-    from attnlib.cache import library_fingerprint
+    from attnlib import library_fingerprint
 
     kw = settings()
     meta = dict(script="scripts/regenerate_histogram_data.py", command=" ".join([Path(sys.argv[0]).name] + sys.argv[1:]),

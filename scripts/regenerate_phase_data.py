@@ -45,12 +45,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlib import ALTERNATIVE_A, Overlaps, SESolver, TaskParams, solve_state_evolution
-from attnlib.cache import provenance
-from attnlib.theory.newton import Continuation
-from attnlib.theory.sweeps import phase_diagram, summarise_phase_diagram
-from attnlib.theory.traces import branch_trace, SMOOTH_N_RING, SMOOTH_QUADRATURE, TIE_SMOOTHING
-from attnlib.finite_d.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
+from attnlib import (ALTERNATIVE_A, branch_trace, Continuation, fixed_point_near, Overlaps, phase_diagram,
+                     pinned_profile, provenance, prox_coverage, rs_validity, SESolver, solve_state_evolution,
+                     solver_checks, summarise_phase_diagram, TaskParams)
+from attnlib.book import SMOOTH_N_RING, SMOOTH_QUADRATURE, TIE_SMOOTHING
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"

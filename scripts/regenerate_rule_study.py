@@ -33,12 +33,8 @@ import numpy as np
 import pandas as pd
 
 import attnlib
-from attnlib.cache import library_fingerprint
-from attnlib.params import TaskParams
-from attnlib.theory.quadrature import Quadrature
-from attnlib.theory.rule_study import FIXED_POINT_FIELDS, IMAGE_FIELDS, fixed_point_errors, map_image_errors
-from attnlib.theory.accurate import ACCURATE_ORDER, ACCURATE_SEEDS
-from attnlib.theory.state_evolution import Overlaps
+from attnlib import fixed_point_errors, library_fingerprint, map_image_errors, Overlaps, Quadrature, TaskParams
+from attnlib.book import ACCURATE_ORDER, ACCURATE_SEEDS, FIXED_POINT_FIELDS, IMAGE_FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "book" / "data"

@@ -1,13 +1,15 @@
 """Fast checks of the API reference appendix (book/api.md), no build: it documents exactly the public names.
 
 The page documents every name of ``attnlib.__all__`` (but ``__version__``) once, under ``attnlib.<name>``, and
-the names of ``attnlib.histogram.__all__`` under ``attnlib.histogram.<name>``; its autosummary tables list only
+the names of ``attnlib.histogram.__all__`` under ``attnlib.histogram.<name>`` and those of ``attnlib.book.__all__``
+under ``attnlib.book.<name>``; its autosummary tables list only
 documented names; the hand-written constants show their actual values; the Sphinx extensions it needs are
 configured in ``_config.yml``; and the chapters' ``{py:...}`` links point at entries of the page.
 """
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 
@@ -24,6 +26,11 @@ DESCRIBE = ("autofunction", "autoclass", "autoexception", "autodata", "py:functi
 
 def public_names() -> set[str]:
     return {n for n in attnlib.__all__ if n != "__version__"}
+
+
+def book_names() -> set[str]:
+    import attnlib.book
+    return set(attnlib.book.__all__)
 
 
 def histogram_names() -> set[str]:
@@ -91,8 +98,15 @@ def test_histogram_section_documents_its_public_names():
     hist = {n.removeprefix("attnlib.histogram.") for n in described if n.startswith("attnlib.histogram.")}
     assert hist == histogram_names(), (f"missing: {sorted(histogram_names() - hist)}; "
                                        f"not public: {sorted(hist - histogram_names())}")
-    others = [n for n in described if n.count(".") > 1 and not n.startswith("attnlib.histogram.")]
+    others = [n for n in described if n.count(".") > 1 and not n.startswith(("attnlib.histogram.", "attnlib.book."))]
     assert not others, f"entries under a non-public module path: {others}"
+
+
+def test_book_section_documents_its_public_names():
+    described, _, _ = entries()
+    book = {n.removeprefix("attnlib.book.") for n in described if n.startswith("attnlib.book.")}
+    assert book == book_names(), (f"missing: {sorted(book_names() - book)}; "
+                                  f"not public: {sorted(book - book_names())}")
 
 
 def test_autosummary_tables_list_documented_names_only():
@@ -104,7 +118,8 @@ def test_autosummary_tables_list_documented_names_only():
 def test_hand_written_constants_show_their_values():
     _, _, values = entries()
     for name, value in values.items():
-        actual = getattr(attnlib, name.removeprefix("attnlib."))
+        owner, _, short = name.rpartition(".")
+        actual = getattr(importlib.import_module(owner), short)
         assert ast.literal_eval(value) == actual, f"{name}: page says {value}, attnlib has {actual!r}"
 
 

@@ -5,10 +5,14 @@ Layers, lowest first: the shared ground (``params``, ``cache``, ``parallel``, ``
 ``histogram`` (the trained transformer of chapter 1) stands beside ``theory`` and ``finite_d`` on the shared
 ground alone. Nothing in the library imports from ``book`` except ``attnlib/__init__.py``, which re-exports the
 public names. Every import is counted: module level, inside functions, and ``from . import x`` forms.
+
+The chapters, the scripts and the benchmarks import public names only: from ``attnlib``, ``attnlib.book`` and
+``attnlib.histogram`` (tests may reach inside; so may a benchmark timing an internal kernel, listed with its reason).
 """
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -219,3 +223,53 @@ def test_modules_and_functions_stay_short():
 def test_function_lengths_leave_out_the_docstring():
     src = 'def f():\n    """one\n    two"""\n    a = 1\n    return a\n\n\ndef g():\n    return 1\n'
     assert function_lengths(src) == {"f": 3, "g": 2}
+
+
+# --- the chapters, scripts and benchmarks use public names only ---------------------------------------------------
+
+REPO = PACKAGE.parent
+#: the namespaces a chapter, script or benchmark may import from (``attnlib.histogram`` needs JAX and is apart)
+PUBLIC = ("attnlib", "attnlib.book", "attnlib.histogram")
+#: benchmarks that time an internal kernel against its public caller, and may reach inside for that kernel only
+INTERNAL_BENCHMARKS = {
+    "bench_theory.py": "the compiled proximal kernel with and without its early stop, on the map's own nodes",
+    "bench_general.py": "the general engine's map, proximal kernel and solver modules, each timed apart",
+    "bench_simulation.py": "the per-column overlaps of a finite-d minimiser",
+}
+
+
+def _code_of(path: Path) -> str:
+    """The Python of a script, or the code cells of a MyST chapter."""
+    text = path.read_text()
+    if path.suffix == ".md":
+        return "\n".join(re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.S | re.M))
+    return text
+
+
+def imported_from(code: str) -> set[str]:
+    """Every attnlib module a piece of code imports from (module- and function-level)."""
+    found = set()
+    lines = [ln for ln in code.splitlines() if not ln.lstrip().startswith((":", "%", "!"))]
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "attnlib":
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "attnlib"}
+    return found
+
+
+READERS = sorted([*(REPO / "book").glob("*.md"), *(REPO / "scripts").glob("*.py"), *(REPO / "benchmarks").glob("*.py")])
+
+
+@pytest.mark.parametrize("path", READERS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_chapters_scripts_and_benchmarks_import_public_names(path: Path):
+    if path.parent.name == "benchmarks" and path.name in INTERNAL_BENCHMARKS:
+        pytest.skip(f"times an internal kernel: {INTERNAL_BENCHMARKS[path.name]}")
+    inside = sorted(m for m in imported_from(_code_of(path)) if m not in PUBLIC)
+    assert not inside, f"{path.name} imports from {inside}: use the names of {PUBLIC}"
+
+
+def test_the_public_import_check_can_fail():
+    assert imported_from("from attnlib.theory.sweeps import alpha_sweep\nimport attnlib") == {
+        "attnlib.theory.sweeps", "attnlib"}
+    assert imported_from("def f():\n    from attnlib.book import style\n") == {"attnlib.book"}

@@ -65,18 +65,21 @@ def _check_grid(alphas) -> np.ndarray:
     return arr
 
 
-def continuation_settings(solver: SESolver | Continuation | None = None) -> Continuation:
+def continuation_settings(solver: SESolver | Continuation | None = None, seed: int | None = None) -> Continuation:
     """The continuation settings used by the thresholds: ``solver`` if it is a :class:`Continuation`; an
     :class:`SESolver` wrapped as it is; by default the smooth rule :data:`SMOOTH_QUADRATURE` with
-    :data:`TIE_SMOOTHING` and :data:`SMOOTH_N_RING` ring starts."""
+    :data:`TIE_SMOOTHING` and :data:`SMOOTH_N_RING` ring starts. With ``seed``, the same settings with the Sobol
+    rule scrambled by that seed (one scrambling of the phase diagram's)."""
     if isinstance(solver, Continuation):
-        return solver
-    if isinstance(solver, SESolver):
-        return Continuation(solver=solver)
-    if solver is None:
-        return Continuation(solver=SESolver(quadrature=SMOOTH_QUADRATURE, tie_smoothing=TIE_SMOOTHING,
-                                            n_ring=SMOOTH_N_RING))
-    raise ValueError(f"solver must be an SESolver, a Continuation or None, got {type(solver).__name__}")
+        settings = solver
+    elif isinstance(solver, SESolver):
+        settings = Continuation(solver=solver)
+    elif solver is None:
+        settings = Continuation(solver=SESolver(quadrature=SMOOTH_QUADRATURE, tie_smoothing=TIE_SMOOTHING,
+                                                n_ring=SMOOTH_N_RING))
+    else:
+        raise ValueError(f"solver must be an SESolver, a Continuation or None, got {type(solver).__name__}")
+    return settings if seed is None else _with_scrambling(settings, seed)
 
 
 def _trace_range(lo: float, hi: float) -> tuple[float, float]:
