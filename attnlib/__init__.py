@@ -25,34 +25,34 @@ The book's helpers and the settings its chapters quote: :mod:`attnlib.book`.
 from ._version import __version__
 
 from .exceptions import CacheWarning, ConvergenceWarning
-from .theory.generalisation import linear_baseline_error, teacher_student_fields, test_error_from_overlaps
-from .theory.attention import attention_matrix, softmax_rows, teacher_attention, teacher_diagonal
-from .theory.proximal import prox_objective, solve_prox
+from .theory.model.generalisation import linear_baseline_error, teacher_student_fields, test_error_from_overlaps
+from .theory.model.attention import attention_matrix, softmax_rows, teacher_attention, teacher_diagonal
+from .theory.model.proximal import prox_objective, solve_prox
 from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
-from .theory.quadrature import Quadrature
-from .theory.solve import solve_state_evolution
-from .theory.state_evolution import BRANCHES, Overlaps, SEResult, SESolver
-from .theory.accurate import AccurateFixedPoint, solve_accurately
-from .theory.chord import solve_chord
-from .theory.general_model import GeneralOverlaps, GeneralResult, GeneralSolver
-from .theory.general_state_evolution import solve_general
-from .theory.general_thresholds import GeneralThreshold, general_threshold
+from .theory.model.quadrature import Quadrature
+from .theory.solve.dispatch import solve_state_evolution
+from .theory.model.state_evolution import BRANCHES, Overlaps, SEResult, SESolver
+from .theory.solve.accurate import AccurateFixedPoint, solve_accurately
+from .theory.solve.chord import solve_chord
+from .theory.model.general_model import GeneralOverlaps, GeneralResult, GeneralSolver
+from .theory.solve.general_state_evolution import solve_general
+from .theory.branches.general_thresholds import GeneralThreshold, general_threshold
 from .book.explorer import ExplorerView, draw_explorer, explorer_view, make_explorer
 from .book.explorer_grid import explorer_grid
 from .book.book_data import book_data_dir, book_data_path, use_book_data
-from .theory.se_iterates import SEIterates, state_evolution_iterates
+from .theory.studies.se_iterates import SEIterates, state_evolution_iterates
 from .finite_d.gamp import GAMPResult, run_gamp
 from .finite_d.gamp_tables import gamp_fixed_point_table, gamp_tracking_table
 from .finite_d.data import make_task, positional_encodings, seed_streams
 from .finite_d.simulation import (DEFAULT_N_TEST, ERMObjective, ERMResult, estimate_test_errors, fit_linear_baseline,
-                         gradient_descent, minimize_lbfgs, simulate_erm, test_error_from_overlaps_rho)
+                                  gradient_descent, minimize_lbfgs, simulate_erm, test_error_from_overlaps_rho)
 from .finite_d.sim_sweeps import erm_point, erm_sweep, rows_to_columns
 from .exceptions import ThresholdNotFound
-from .theory.sweeps import alpha_sweep, branch_curvature, branch_ends, phase_diagram, semantic_takeover
-from .theory.thresholds import critical_alpha, linear_crossing_alpha
-from .theory.traces import branch_trace
-from .theory.continuation import BranchEnd, BranchTrace, trace_branch
-from .theory.newton import Continuation, newton_fixed_point
+from .theory.studies.sweeps import alpha_sweep, branch_curvature, branch_ends, phase_diagram, semantic_takeover
+from .theory.branches.thresholds import critical_alpha, linear_crossing_alpha
+from .theory.branches.traces import branch_trace
+from .theory.branches.continuation import BranchEnd, BranchTrace, trace_branch
+from .theory.solve.newton import Continuation, newton_fixed_point
 from .finite_d.arbiter import (FiniteDThreshold, arbiter_table, finite_d_critical_alpha, finite_d_linear_alpha,
                                finite_d_minimum, finite_d_theta_loss_alpha)
 from .finite_d.landscape import barrier_height, loss_along_path
@@ -63,38 +63,34 @@ from .finite_d.arbiter import loss_zero_theory
 from .finite_d.construction import accurate_pinned_profile, construction_table
 from .finite_d.data import make_teacher
 from .finite_d.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
-from .theory.general_model import general_default_start, general_nodes, general_test_error
-from .theory.general_thresholds import NO_ROOT, distinct_branch
-from .theory.sweeps import summarise_phase_diagram
-from .theory.traces import continuation_settings
-from .theory.pooled_end import agreement_end, pooled_end
-from .theory.rule_study import fixed_point_errors, map_image_errors
+from .theory.model.general_model import general_default_start, general_nodes, general_test_error
+from .theory.branches.general_thresholds import NO_ROOT, distinct_branch
+from .theory.studies.sweeps import summarise_phase_diagram
+from .theory.branches.traces import continuation_settings
+from .theory.branches.pooled_end import agreement_end, pooled_end
+from .theory.studies.rule_study import fixed_point_errors, map_image_errors
 from .cache import library_fingerprint, provenance
 from .parallel import run_jobs
 
 __all__ = [
-    "__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "ConvergenceWarning", "CacheWarning",
-    "Quadrature", "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution",
-    "solve_accurately", "AccurateFixedPoint", "solve_chord",
-    "GeneralOverlaps", "GeneralResult", "GeneralSolver", "solve_general", "GeneralThreshold", "general_threshold",
-    "linear_baseline_error", "test_error_from_overlaps", "teacher_student_fields", "attention_matrix",
-    "softmax_rows", "teacher_attention", "teacher_diagonal", "solve_prox", "prox_objective", "ThresholdNotFound", "alpha_sweep",
-    "branch_curvature", "critical_alpha", "linear_crossing_alpha", "branch_trace", "branch_ends", "phase_diagram",
-    "semantic_takeover",
-    "BranchEnd", "BranchTrace", "Continuation", "newton_fixed_point", "trace_branch",
-    "FiniteDThreshold", "arbiter_table", "finite_d_critical_alpha", "finite_d_minimum", "finite_d_theta_loss_alpha",
-    "finite_d_linear_alpha", "barrier_height", "loss_along_path", "classify_minima", "construction_pairs",
-    "construction_summary", "paired_profile", "branch_minimisers", "seed_mean_extrapolation",
-    "compare_with_fixed_points", "loss_zero_theory", "accurate_pinned_profile", "construction_table", "make_teacher",
-    "fixed_point_near", "pinned_profile", "prox_coverage", "rs_validity", "solver_checks",
-    "general_default_start", "general_nodes", "general_test_error", "NO_ROOT", "distinct_branch",
+    "__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "ConvergenceWarning", "CacheWarning", "Quadrature",
+    "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution", "solve_accurately", "AccurateFixedPoint",
+    "solve_chord", "GeneralOverlaps", "GeneralResult", "GeneralSolver", "solve_general", "GeneralThreshold",
+    "general_threshold", "linear_baseline_error", "test_error_from_overlaps", "teacher_student_fields",
+    "attention_matrix", "softmax_rows", "teacher_attention", "teacher_diagonal", "solve_prox", "prox_objective",
+    "ThresholdNotFound", "alpha_sweep", "branch_curvature", "critical_alpha", "linear_crossing_alpha", "branch_trace",
+    "branch_ends", "phase_diagram", "semantic_takeover", "BranchEnd", "BranchTrace", "Continuation",
+    "newton_fixed_point", "trace_branch", "FiniteDThreshold", "arbiter_table", "finite_d_critical_alpha",
+    "finite_d_minimum", "finite_d_theta_loss_alpha", "finite_d_linear_alpha", "barrier_height", "loss_along_path",
+    "classify_minima", "construction_pairs", "construction_summary", "paired_profile", "branch_minimisers",
+    "seed_mean_extrapolation", "compare_with_fixed_points", "loss_zero_theory", "accurate_pinned_profile",
+    "construction_table", "make_teacher", "fixed_point_near", "pinned_profile", "prox_coverage", "rs_validity",
+    "solver_checks", "general_default_start", "general_nodes", "general_test_error", "NO_ROOT", "distinct_branch",
     "summarise_phase_diagram", "fixed_point_errors", "map_image_errors", "library_fingerprint", "provenance",
-    "run_jobs", "continuation_settings", "agreement_end", "pooled_end",
-    "make_task", "positional_encodings", "seed_streams", "DEFAULT_N_TEST", "ERMObjective", "ERMResult",
-    "estimate_test_errors", "fit_linear_baseline", "gradient_descent", "minimize_lbfgs", "simulate_erm",
-    "test_error_from_overlaps_rho", "erm_point", "erm_sweep", "rows_to_columns",
-    "run_gamp", "GAMPResult", "state_evolution_iterates", "SEIterates", "gamp_tracking_table",
-    "gamp_fixed_point_table",
-    "ExplorerView", "explorer_view", "draw_explorer", "make_explorer", "explorer_grid",
+    "run_jobs", "continuation_settings", "agreement_end", "pooled_end", "make_task", "positional_encodings",
+    "seed_streams", "DEFAULT_N_TEST", "ERMObjective", "ERMResult", "estimate_test_errors", "fit_linear_baseline",
+    "gradient_descent", "minimize_lbfgs", "simulate_erm", "test_error_from_overlaps_rho", "erm_point", "erm_sweep",
+    "rows_to_columns", "run_gamp", "GAMPResult", "state_evolution_iterates", "SEIterates", "gamp_tracking_table",
+    "gamp_fixed_point_table", "ExplorerView", "explorer_view", "draw_explorer", "make_explorer", "explorer_grid",
     "book_data_dir", "book_data_path", "use_book_data",
 ]

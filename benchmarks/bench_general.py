@@ -19,10 +19,10 @@ import warnings
 import numpy as np
 
 from attnlib import ConvergenceWarning, GeneralSolver, solve_state_evolution, TaskParams
-from attnlib.theory import general_model as gm
-from attnlib.theory import general_state_evolution as gse
+from attnlib.theory.model import general_model as gm
+from attnlib.theory.solve import general_state_evolution as gse
 from attnlib import softmax_rows, teacher_attention
-from attnlib.theory.general_prox import prox_global
+from attnlib.theory.model.general_prox import prox_global
 
 
 def timed(fn, repeat=1):
@@ -109,7 +109,7 @@ def main(quick: bool):
     print(f"proximal search, {len(c)} nodes at L = 3 (V = 40, {100 * big.multi_fraction:.0f} % with two minima): "
           f"default starts {t_small:.2f} s, earlier start set {t_big:.2f} s; nodes where the default is higher: "
           f"{int(np.sum(small.value - big.value > 1e-10))}")
-    import attnlib.theory.general_prox as gp
+    import attnlib.theory.model.general_prox as gp
     merge = gp.MERGE
     try:
         gp.MERGE = 0.0

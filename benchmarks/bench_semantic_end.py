@@ -1,6 +1,6 @@
-"""The lower end of the semantic branch under the pooled rule: the collapse sweep (attnlib.theory.pooled_end.pooled_end,
+"""The lower end of the semantic branch under the pooled rule: the collapse sweep (attnlib.theory.branches.pooled_end.pooled_end,
 each fixed point solved from the last one found, end where theta collapses; the phase diagram's method until the
-agreement end) against the agreement end (attnlib.theory.pooled_end.agreement_end, the phase diagram's method: each
+agreement end) against the agreement end (attnlib.theory.branches.pooled_end.agreement_end, the phase diagram's method: each
 fixed point solved from the continuation's interpolation at its own alpha, end where three disjoint seed sets stop
 agreeing), on the same traces (prints measured figures; not a timed test).
 

@@ -28,10 +28,10 @@ from scipy.optimize import minimize
 from attnlib import (SESolver, TaskParams, alpha_sweep, erm_sweep, phase_diagram, solve_accurately, solve_chord,
                      solve_state_evolution)
 from attnlib import arbiter_table, finite_d_critical_alpha, trace_branch
-from attnlib.theory.sweeps import DEFAULT_ALPHA_GRID
-from attnlib.theory.traces import continuation_settings
+from attnlib.theory.studies.sweeps import DEFAULT_ALPHA_GRID
+from attnlib.theory.branches.traces import continuation_settings
 from attnlib import prox_objective, solve_prox, teacher_diagonal
-from attnlib.theory.state_evolution import se_nodes, symmetry_generators
+from attnlib.theory.model.state_evolution import se_nodes, symmetry_generators
 
 warnings.simplefilter("ignore")
 
@@ -99,10 +99,10 @@ def main(quick: bool):
               f"({per_node * n / vec:.0f}x faster than one scipy start per node)")
     # the compiled search with and without stopping a start at a minimum found before (SAME_MINIMUM), on the nodes
     # of a pooled-rule evaluation near the semantic end (omega = 0.35, alpha = 0.8: 14 % of nodes with two minima)
-    from attnlib.theory import _prox_kernels
-    from attnlib.theory.proximal import SAME_MINIMUM
+    from attnlib.theory.model import _prox_kernels
+    from attnlib.theory.model.proximal import SAME_MINIMUM
     from attnlib import Quadrature
-    from attnlib.theory.state_evolution import POSITION_SIGNS, _hold
+    from attnlib.theory.model.state_evolution import POSITION_SIGNS, _hold
 
     pe = replace(p, omega=0.35)
     fe = solve_chord(pe, 0.8, "semantic").mean

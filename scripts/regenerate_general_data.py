@@ -9,7 +9,7 @@ general_finite_d.csv, general_thresholds.csv + sidecar JSON).
   (attnlib.solve_state_evolution, its default rule). sigma = 0.5, lambda = 0.01, omega = 0.3.
 * general_finite_d: L-BFGS minimisers of the empirical risk at L = 3 (simplex encodings, teacher normalised),
   d = 500, 1000, 2000, seeds 0-2, from the semantic and the positional start.
-* general_thresholds: alpha_c and alpha_l at L = 3 (attnlib.theory.general_thresholds), bracketed by the theory
+* general_thresholds: alpha_c and alpha_l at L = 3 (attnlib.theory.branches.general_thresholds), bracketed by the theory
   grid.
 
 Usage::
@@ -78,7 +78,7 @@ DESCRIPTIONS = {
         "(|M|/sqrt 2 with M = P Q/sqrt d), train_loss, test_error, test_error_stderr, converged."),
     "general_thresholds": (
         "alpha_c and alpha_l of the general state evolution at L = 3 (A as in general_theory), rank 1, by "
-        "attnlib.theory.general_thresholds.general_threshold, bracketed by the theory grid of general_theory. "
+        "attnlib.theory.branches.general_thresholds.general_threshold, bracketed by the theory grid of general_theory. "
         "Columns: L, omega, name, alpha, err, bracket_lo, bracket_hi, n_evals, converged, reason, seconds."),
 }
 
@@ -207,7 +207,7 @@ def main(argv=None):
     for stem, df in tables:
         df.to_csv(args.out / f"{stem}.csv", index=False, float_format="%.12g")
         meta = dict(table=stem, description=DESCRIPTIONS[stem],
-                    source="Computed with attnlib (attnlib.theory.general_state_evolution, attnlib.simulate_erm) by "
+                    source="Computed with attnlib (attnlib.theory.solve.general_state_evolution, attnlib.simulate_erm) by "
                            "scripts/regenerate_general_data.py.",
                     citation=CITATION, script="scripts/regenerate_general_data.py",
                     params=dict(sigma=SIGMA, lam=LAM, omega=OMEGA, a=list(A_VECTOR),

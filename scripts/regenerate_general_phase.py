@@ -6,9 +6,9 @@ general_fixed_points.csv + sidecar JSON).
 
 * general_phase_grid: both rank-1 branches of the general state evolution (attnlib.solve_general, rules up to 2^13
   points per scrambling, four scramblings) on a grid of alpha, for the family at L = 3, 4.
-* general_phase: alpha_c (refined by attnlib.theory.general_thresholds inside the grid's bracket) and alpha_l
+* general_phase: alpha_c (refined by attnlib.theory.branches.general_thresholds inside the grid's bracket) and alpha_l
   (bracketed from a guess) for the family A = softmax_row(a a^T), a = (1, ..., -1) evenly spaced, at L = 3, 4;
-  at L = 2 by the two-token solver (attnlib.theory.thresholds.critical_alpha, linear_crossing_alpha).
+  at L = 2 by the two-token solver (attnlib.theory.branches.thresholds.critical_alpha, linear_crossing_alpha).
   sigma = 0.5, lambda = 0.01, omega = 0.1, 0.2, 0.3, 0.4.
 * general_phase_finite_d: L-BFGS minimisers of the empirical risk (attnlib.simulate_erm, simplex encodings, teacher
   normalised) from the semantic and the positional start, d = 500, 1000, seeds 0-2, on a grid of alpha, for the
@@ -201,16 +201,16 @@ DESCRIPTIONS = {
         "to 2^13 points) for the family A = softmax_row(a a^T), a evenly spaced from 1 to -1, at L = 3, 4, omega = "
         "0.1-0.4, on a grid of alpha. Columns: case, L, omega, alpha, branch, train_loss, train_loss_err, test_error, "
         "test_error_err, q, theta (|theta|), m_norm (|M|/sqrt 2), M (JSON), eps_lin, converged, distinct (the fixed "
-        "point is its branch's and not the uninformed point: attnlib.theory.general_thresholds.distinct_branch), "
+        "point is its branch's and not the uninformed point: attnlib.theory.branches.general_thresholds.distinct_branch), "
         "precise, rule, seconds."),
     "general_phase": (
         "Thresholds of a rank-one student against omega and the sequence length (sigma = 0.5, lambda = 0.01). "
         "Cases: 'L2', 'L3', 'L4': A = softmax_row(a a^T) with a evenly spaced from 1 to -1. method 'general' (L = 3, "
-        "4): attnlib.theory.general_thresholds.general_threshold (alpha_c refined inside the first bracket of "
+        "4): attnlib.theory.branches.general_thresholds.general_threshold (alpha_c refined inside the first bracket of "
         "general_phase_grid, scanning down from the largest alpha, where both branches converged and are distinct; "
         "alpha_l above it, bracketed from a guess by geometric steps; fixed points by attnlib.solve_general with four "
         "scramblings of rules up to 2^13 points); method 'two-token' (L = 2): "
-        "attnlib.theory.thresholds.critical_alpha and linear_crossing_alpha (the L = 2 solver's default). Columns: case, "
+        "attnlib.theory.branches.thresholds.critical_alpha and linear_crossing_alpha (the L = 2 solver's default). Columns: case, "
         "method, L, omega, eps_lin, name, alpha, err, bracket_lo, bracket_hi, n_evals, converged, reason, seconds, "
         "absent (no sign change in the range searched: no threshold there)."),
     "general_phase_finite_d": (
@@ -307,7 +307,7 @@ def fixed_point_finite_d_row(case: str, d: int, alpha: float, seed: int, start: 
     """A finite-d minimiser of :data:`FIXED_POINT_CASES` with the rotation-invariant overlaps the general engine
     reports: ``q_trace = sigma^2 tr(Q^T Q)/d``, ``theta_norm`` (over the columns) and ``m_norm = |M|_F/sqrt 2``;
     with the Monte-Carlo test error, ``test_error_ge``: the state evolution's test error at the minimiser's
-    overlaps (Gaussian equivalence, exact up to ``O(1/d)``; attnlib.theory.general_state_evolution.
+    overlaps (Gaussian equivalence, exact up to ``O(1/d)``; attnlib.theory.solve.general_state_evolution.
     general_test_error on a rule of 2^GE_ORDER points), free of the test set's sampling error."""
     omega, rank = FIXED_POINT_CASES[case][:2]
     p = case_params(case, omega)
@@ -456,7 +456,7 @@ def main(argv=None):
         wall = time.perf_counter() - t0
         df.to_csv(args.out / f"{stem}.csv", index=False, float_format="%.12g")
         meta = dict(table=stem, description=DESCRIPTIONS[stem],
-                    source="Computed with attnlib (attnlib.theory.general_thresholds, attnlib.solve_general, "
+                    source="Computed with attnlib (attnlib.theory.branches.general_thresholds, attnlib.solve_general, "
                            "attnlib.simulate_erm) by scripts/regenerate_general_phase.py.",
                     citation=CITATION, script="scripts/regenerate_general_phase.py",
                     params=dict(sigma=SIGMA, lam=LAM, omegas=list(OMEGAS), self_weight=SELF_WEIGHT,

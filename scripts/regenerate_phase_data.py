@@ -2,11 +2,11 @@
 """Regenerate the phase-diagram data of the book (book/data/phase_*.csv, branch_traces.csv, rs_validity.csv,
 free_states.csv + phase_meta.json).
 
-Every threshold and branch end comes from the continuation-based functions of :mod:`attnlib.theory.sweeps`
+Every threshold and branch end comes from the continuation-based functions of :mod:`attnlib.theory.studies.sweeps`
 (pseudo-arclength continuation of both branches to their ends, with the symmetrised Sobol rule of
-``attnlib.theory.traces.SMOOTH_QUADRATURE``), except the semantic branch's lower end, the positional branch's
+``attnlib.theory.branches.traces.SMOOTH_QUADRATURE``), except the semantic branch's lower end, the positional branch's
 upper end (where the continuation stops inside the range) and the two thresholds, which are then placed under the
-default pooled rule by :mod:`attnlib.theory.pooled_end` and :mod:`attnlib.theory.pooled_thresholds` (the
+default pooled rule by :mod:`attnlib.theory.branches.pooled_end` and :mod:`attnlib.theory.branches.pooled_thresholds` (the
 continuation's own values are kept beside them as ``semantic_lower_trace_*``, ``positional_upper_trace_*``,
 ``alpha_c_trace`` and ``alpha_l_trace``); each point is cached on disk under
 ``$ATTNLIB_CACHE_DIR``, so an interrupted run resumes.
@@ -16,7 +16,7 @@ Parts (``--parts``):
 * ``standard``: standard A, sigma = 0.5, lambda = 0.01, at every omega of the paper's figure and a regular
   grid (15 values, 0 to 0.45), each with 3 independent scramblings of the quadrature
   (``phase_diagram(..., scramblings=3)``): ``phase_standard_runs.csv`` (one row per omega and scrambling) and
-  ``phase_standard.csv`` (their means and standard errors, :func:`attnlib.theory.sweeps.summarise_phase_diagram`,
+  ``phase_standard.csv`` (their means and standard errors, :func:`attnlib.theory.studies.sweeps.summarise_phase_diagram`,
   with the paper's values from ``paper_reference.csv`` beside them);
 * ``traces``: the two branches traced at omega in {0, 0.1, 0.2, 0.3, 0.4} (scrambling 0): ``branch_traces.csv``;
 * ``alternative``: the paper's alternative A at omega in {0, 0.05, 0.1, 0.15, 0.2, 0.3} (one scrambling):

@@ -1,16 +1,16 @@
 #!/usr/bin/env python
 """Regenerate the quadrature-rule study (book/data/rule_study_map.csv, rule_study_fixed_points.csv + sidecar JSON).
 
-Candidate rules of the state evolution's 4-d Gaussian expectations (:mod:`attnlib.theory.rule_study`): tensor
+Candidate rules of the state evolution's 4-d Gaussian expectations (:mod:`attnlib.theory.studies.rule_study`): tensor
 Gauss-Hermite of order 8, 12, 16, 24 and symmetrised scrambled Sobol (``"sobol-sym"``) with 2^14 and 2^16 points
 (scrambling seeds 0, 1, 2) and 2^17 points (seeds 3, 4, 5: the rules of ``attnlib.solve_accurately``), at the reference task (sigma = 0.5, lambda = 0.01, standard A) at
 
 * omega = 0.3, alpha in {1.25, 2}, branches positional and semantic;
 * one edge point, omega = 0, alpha = 0.55, positional.
 
-Per point, first the fixed-point table (:func:`~attnlib.theory.rule_study.fixed_point_errors`; reference: the mean
+Per point, first the fixed-point table (:func:`~attnlib.theory.studies.rule_study.fixed_point_errors`; reference: the mean
 of the "sobol-sym" 2^19 fixed points of seeds 0, 1, 2, warm-started from the median of the candidates' fixed
-points), then the map-level table (:func:`~attnlib.theory.rule_study.map_image_errors`) at the overlaps of the
+points), then the map-level table (:func:`~attnlib.theory.studies.rule_study.map_image_errors`) at the overlaps of the
 "sobol-sym" 2^16 seed-0 fixed point (reference: "sobol-sym" 2^20, seeds 0, 1, 2). One process, one BLAS thread.
 
 Usage::
@@ -83,7 +83,7 @@ DESCRIPTIONS = {
         "rule), default settings, tol 1e-6) computed with candidate quadrature rules: tensor Gauss-Hermite of "
         "order 8, 12, 16, 24, 'sobol-sym' 2^14 and 2^16 (seeds 0, 1, 2) and 2^17 (seeds 3, 4, 5, the rules "
         "averaged by attnlib.solve_accurately), each from the branch's point under the default rule (Gauss-Hermite "
-        "12) and found as a sweep finds it (attnlib.theory.branch_points.follow_branch: the iteration, and Newton's "
+        "12) and found as a sweep finds it (attnlib.theory.solve.branch_points.follow_branch: the iteration, and Newton's "
         "method where the branch repels the iteration, as the positional branch does at omega = 0); and the "
         "reference rules, 'sobol-sym' 2^19 seeds 0, 1, 2, warm-started from the element-wise median of the "
         "candidates' converged fixed points. Task sigma = 0.5, lambda = 0.01, standard A; points "
@@ -125,9 +125,9 @@ def main(argv=None):
         # 12 significant digits: the replay test compares Gauss-Hermite images at 1e-6 relative
         df.to_csv(args.out / f"{stem}.csv", index=False, float_format="%.12g")
         meta = dict(table=stem, description=DESCRIPTIONS[stem],
-                    source="Computed with attnlib (attnlib.theory.rule_study) by scripts/regenerate_rule_study.py.",
+                    source="Computed with attnlib (attnlib.theory.studies.rule_study) by scripts/regenerate_rule_study.py.",
                     citation=CITATION, script="scripts/regenerate_rule_study.py",
-                    function=f"attnlib.theory.rule_study.{'map_image_errors' if stem.endswith('map') else 'fixed_point_errors'}",
+                    function=f"attnlib.theory.studies.rule_study.{'map_image_errors' if stem.endswith('map') else 'fixed_point_errors'}",
                     attnlib_version=attnlib.__version__, attnlib_fingerprint=library_fingerprint(),
                     params=dict(sigma=SIGMA, lam=LAM, A=[list(a) for a in TaskParams().A]),
                     points=[dict(omega=o, alpha=a, branch=b) for o, a, b in POINTS],

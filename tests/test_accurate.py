@@ -13,7 +13,7 @@ import pytest
 import attnlib
 from converged_reference import converged_reference
 from attnlib import TaskParams, solve_accurately
-from attnlib.theory.accurate import ACCURATE_FIELDS, ACCURATE_MAX_ORDER, ACCURATE_ORDER, ACCURATE_SEEDS
+from attnlib.theory.solve.accurate import ACCURATE_FIELDS, ACCURATE_MAX_ORDER, ACCURATE_ORDER, ACCURATE_SEEDS
 
 POINTS = [(0.3, 1.25, "positional"), (0.3, 1.25, "semantic"), (0.3, 2.0, "positional"), (0.3, 2.0, "semantic"),
           (0.0, 0.55, "positional")]

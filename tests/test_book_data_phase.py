@@ -1,6 +1,6 @@
 """The phase-diagram data of the book (book/data/phase_*.csv, branch_traces.csv, rs_validity.csv,
 free_states.csv; written by scripts/regenerate_phase_data.py from the continuation-based functions of
-attnlib.theory.sweeps).
+attnlib.theory.studies.sweeps).
 
 Checks the tables' columns and required values, their internal consistency (the summary is the mean of the
 runs; thresholds lie where both branches exist; alpha_l >= alpha_c), physics (a stored trace point is a fixed
@@ -19,9 +19,9 @@ import pytest
 
 import attnlib
 from attnlib import ALTERNATIVE_A, Overlaps, TaskParams
-from attnlib.theory.newton import FixedPointMap
-from attnlib.theory.sweeps import ENDED_KINDS, summarise_phase_diagram
-from attnlib.theory.traces import continuation_settings
+from attnlib.theory.solve.newton import FixedPointMap
+from attnlib.theory.studies.sweeps import ENDED_KINDS, summarise_phase_diagram
+from attnlib.theory.branches.traces import continuation_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "book" / "data"
@@ -102,7 +102,7 @@ def test_metadata():
     prov = META["provenance"]
     assert prov["script"] == "scripts/regenerate_phase_data.py"
     assert prov["attnlib_version"] == attnlib.__version__
-    assert prov["quadrature"] == str(attnlib.theory.traces.SMOOTH_QUADRATURE)
+    assert prov["quadrature"] == str(attnlib.theory.branches.traces.SMOOTH_QUADRATURE)
     for part in ("standard", "traces", "alternative", "slices", "validity", "solver"):
         assert META[part]["wall_time_s"] > 0, part
     cov = META["solver"]["prox_coverage"]  # the brute-force check of the proximal search at the edge
@@ -205,7 +205,7 @@ def test_recompute_alpha_c_at_the_reference_point():
     switching minimum) turns that into a shift well below the spread over the rule's scramblings (7e-3 here),
     hence 2e-3. The pooled root stops once a step is below its own quadrature error (alpha_c_pooled_err), so a
     replay may land anywhere within a few of those: 2e-3 or three of them, whichever is larger."""
-    from attnlib.theory.pooled_thresholds import phase_thresholds
+    from attnlib.theory.branches.pooled_thresholds import phase_thresholds
 
     runs = load("phase_standard_runs.csv")
     row = runs[np.isclose(runs.omega, 0.3) & (runs.scrambling == 0)].iloc[0]
@@ -226,7 +226,7 @@ def test_recompute_semantic_end_at_the_reference_point():
     that made the table) the same 0.7342; under its Sandybridge kernel the verdict at 0.7342 itself flips and the
     end is 0.7323 (bracket 0.7305-0.7342), a tenth of the spread. At omega = 0.425 both kernels gave the table's
     0.9470 to 1e-12."""
-    from attnlib.theory.pooled_end import AGREEMENT_RESOLUTION, semantic_end
+    from attnlib.theory.branches.pooled_end import AGREEMENT_RESOLUTION, semantic_end
 
     runs = load("phase_standard_runs.csv")
     at = runs[np.isclose(runs.omega, 0.3)]
@@ -250,8 +250,8 @@ def test_semantic_takeover_in_the_slices():
     above the end. Where the positional branch's upper end lies below the semantic end (alpha_c is searched on the
     continuation's branches, whose semantic branch can reach below the pooled semantic end), the takeover is at the
     semantic end, so that it never lies below it."""
-    from attnlib.theory.sweeps import semantic_takeover, TAKEOVER_KINDS
-    from attnlib.theory.thresholds import REASON_BELOW_END
+    from attnlib.theory.studies.sweeps import semantic_takeover, TAKEOVER_KINDS
+    from attnlib.theory.branches.thresholds import REASON_BELOW_END
 
     for name in ("phase_slices.csv", "phase_alternative.csv"):
         sl = load(name)

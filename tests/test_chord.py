@@ -12,9 +12,9 @@ import pytest
 import attnlib
 from converged_reference import converged_reference
 from attnlib import Quadrature, SESolver, TaskParams, solve_chord, solve_state_evolution
-from attnlib.theory.chord import (CHORD_FIELDS, CHORD_ORDER, CHORD_SEEDS, _PooledMap, _free_indices,
-                                  _start_jacobian, chord_start_solver, scrambling_fixed_points)
-from attnlib.theory.state_evolution import _hold, _residual
+from attnlib.theory.solve.chord import (CHORD_FIELDS, CHORD_ORDER, CHORD_SEEDS, _PooledMap, _free_indices,
+                                        _start_jacobian, chord_start_solver, scrambling_fixed_points)
+from attnlib.theory.model.state_evolution import _hold, _residual
 
 POINTS = [(0.3, 1.25, "positional"), (0.3, 1.25, "semantic"), (0.3, 2.0, "positional"), (0.3, 2.0, "semantic"),
           (0.0, 0.55, "positional")]
@@ -133,7 +133,7 @@ def test_error_bar_where_a_scramblings_response_leaves_the_domain():
     """Near the end of a branch ``(I - J)^{-1}`` is large, and a scrambling's first-order fixed point can leave
     the domain (theta^2 > rho q; met on the explorer's grid). The estimate stays finite: eps_g is taken at the
     nearest admissible overlaps, and the overlaps' standard errors are as large as the response says."""
-    from attnlib.theory.chord import _estimate
+    from attnlib.theory.solve.chord import _estimate
 
     params = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
     hold = _hold(params, "semantic")
@@ -154,8 +154,8 @@ def test_pooled_rule_jacobian_steps_to_the_same_fixed_point():
     where both rules are fine (omega = 0.3, alpha = 1.25, positional), the start rule's to within 10 % of its
     largest entry, and the chord with it, from a start 5 % off, reaches the fixed point that the start rule's
     Jacobian reaches, within the quadrature's standard error."""
-    from attnlib.theory.chord import _chord, _pooled_jacobian
-    from attnlib.theory.state_evolution import Overlaps
+    from attnlib.theory.solve.chord import _chord, _pooled_jacobian
+    from attnlib.theory.model.state_evolution import Overlaps
 
     p = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
     ref = solve_chord(p, 1.25, "positional", order=12)
@@ -177,8 +177,8 @@ def test_start_jacobian_is_kept_by_its_arguments():
     """The start rule's Jacobian is kept for repeated arguments (the seed sets of one alpha in agreement_end start
     from the same point): the kept one equals a fresh computation bitwise, another alpha gets its own, and a caller
     that changes the returned matrix does not change what is kept."""
-    from attnlib.theory.chord import _difference_jacobian
-    from attnlib.theory.state_evolution import Overlaps
+    from attnlib.theory.solve.chord import _difference_jacobian
+    from attnlib.theory.model.state_evolution import Overlaps
 
     p = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
     hold = _hold(p, "positional")

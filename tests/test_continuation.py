@@ -1,4 +1,4 @@
-"""Pseudo-arclength continuation of the state evolution (attnlib.theory.continuation): agreement with damped
+"""Pseudo-arclength continuation of the state evolution (attnlib.theory.branches.continuation): agreement with damped
 iteration, folds as sign changes of the Jacobian determinant, free states, input checks."""
 import math
 from dataclasses import replace
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from attnlib import Overlaps, SESolver, TaskParams, solve_state_evolution
-from attnlib.theory.continuation import trace_branch
-from attnlib.theory.newton import Continuation, FixedPointMap, jacobian_determinant, newton_fixed_point
-from attnlib.theory.traces import continuation_settings
+from attnlib.theory.branches.continuation import trace_branch
+from attnlib.theory.solve.newton import Continuation, FixedPointMap, jacobian_determinant, newton_fixed_point
+from attnlib.theory.branches.traces import continuation_settings
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 GH = Continuation(solver=SESolver())  # Gauss-Hermite 12, hard proximal choice

@@ -216,7 +216,7 @@ def test_widget_readout(view):
 from attnlib import alpha_sweep  # noqa: E402
 from attnlib.book.explorer_grid import GRID_ALPHAS, committed_fixed_points  # noqa: E402
 from attnlib.book.explorer_grid import attention_maps, explorer_grid, grid_thresholds  # noqa: E402
-from attnlib.theory.quadrature import Quadrature  # noqa: E402
+from attnlib.theory.model.quadrature import Quadrature  # noqa: E402
 
 P03 = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
@@ -242,7 +242,7 @@ def test_attention_maps_limits():
     q = 0.3
     theta = math.sqrt(rho * q)
     maps = attention_maps(P03, q, 0.1, theta)
-    from attnlib.theory.attention import attention_diagonal
+    from attnlib.theory.model.attention import attention_diagonal
     h = 0.1 * np.array([1.0, -1.0]) + theta / rho * math.sqrt(rho) * np.array(maps_examples())
     assert np.allclose(maps["S_ex"], attention_diagonal(h), atol=1e-12)
     # the teacher's map on an input is (1 - omega) softmax + omega A

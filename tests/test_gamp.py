@@ -11,11 +11,11 @@ import pytest
 
 from attnlib.exceptions import ConvergenceWarning
 from attnlib.finite_d.gamp import GAMPResult, gamp_initial_Q, run_gamp
-from attnlib.theory.se_iterates import state_evolution_iterates
+from attnlib.theory.studies.se_iterates import state_evolution_iterates
 from attnlib.params import TaskParams
-from attnlib.theory.quadrature import Quadrature
+from attnlib.theory.model.quadrature import Quadrature
 from attnlib.finite_d.simulation import simulate_erm
-from attnlib.theory.state_evolution import Overlaps
+from attnlib.theory.model.state_evolution import Overlaps
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 D, ALPHA = 2000, 2.0
@@ -177,7 +177,7 @@ def test_bad_params_and_se_helper_input():
 
 
 def test_se_helper_undamped_step_is_the_spec_update():
-    from attnlib.theory.state_evolution import SESolver, state_evolution_step
+    from attnlib.theory.model.state_evolution import SESolver, state_evolution_step
     start = Overlaps(q=0.1, m=0.1, V=8.0, theta=0.1)
     se = state_evolution_iterates(P, ALPHA, start, n_iter=1, damping=1.0)
     ref = state_evolution_step(P, ALPHA, start, SESolver())

@@ -15,7 +15,7 @@ import attnlib.finite_d.gamp_tables as gamp_tables
 from attnlib import gamp_fixed_point_table, gamp_tracking_table
 from attnlib.exceptions import CacheWarning
 from attnlib.params import TaskParams
-from attnlib.theory.quadrature import Quadrature
+from attnlib.theory.model.quadrature import Quadrature
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 ALPHA = 2.0

@@ -1,4 +1,4 @@
-"""The state evolution for any L and student rank (attnlib.theory.general_state_evolution; book section
+"""The state evolution for any L and student rank (attnlib.theory.solve.general_state_evolution; book section
 sec-general-L): it reduces to the L = 2 solver, its symmetries are exact, eps_lin matches a Monte-Carlo average of
 its definition, fixed points at L = 3 and at rank 2 converge and agree with finite-d minimisers, and what it
 cannot do is refused with a ValueError naming L or the rank."""
@@ -13,13 +13,13 @@ import pytest
 from attnlib import (GeneralOverlaps, GeneralResult, GeneralSolver, TaskParams, alpha_sweep, linear_baseline_error,
                      positional_encodings, simulate_erm, solve_state_evolution)
 from attnlib.exceptions import ConvergenceWarning
-from attnlib.theory import general_model as gm
-from attnlib.theory import general_state_evolution as gse
-from attnlib.theory.attention import softmax_rows, teacher_attention
-from attnlib.theory.general_prox import prox_global, start_directions
-from attnlib.theory.quadrature import Quadrature
-from attnlib.theory.state_evolution import (Overlaps, SESolver, _free_energy, conjugates_and_energy,
-                                            overlaps_from_conjugates, se_nodes)
+from attnlib.theory.model import general_model as gm
+from attnlib.theory.solve import general_state_evolution as gse
+from attnlib.theory.model.attention import softmax_rows, teacher_attention
+from attnlib.theory.model.general_prox import prox_global, start_directions
+from attnlib.theory.model.quadrature import Quadrature
+from attnlib.theory.model.state_evolution import (Overlaps, SESolver, _free_energy, conjugates_and_energy,
+                                                  overlaps_from_conjugates, se_nodes)
 
 P2 = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 #: A 3-token positional matrix a tied rank-1 student can represent: softmax_row(a a^T), a = (1, 0, -1).
@@ -123,7 +123,7 @@ def test_compiled_descent_equals_the_numpy_reference(L, r):
     """The numba kernel of the proximal descent (per node, Cholesky where the Hessian is safely positive) and the
     vectorised numpy code reach the same point at every node from the same starts, to round-off, and the full
     search keeps the same global minimum."""
-    from attnlib.theory.general_prox import newton_descent
+    from attnlib.theory.model.general_prox import newton_descent
     rng = np.random.default_rng(L + 10 * r)
     B = 600
     c = 1.5 * rng.standard_normal((B, L, r))
@@ -146,8 +146,8 @@ def test_threaded_descent_equals_the_one_thread_kernel():
 
     import numba
 
-    from attnlib.theory import _general_prox_kernels as k
-    from attnlib.theory.general_prox import THREADS_FROM, _use_threads
+    from attnlib.theory.model import _general_prox_kernels as k
+    from attnlib.theory.model.general_prox import THREADS_FROM, _use_threads
     rng = np.random.default_rng(7)
     B, L, r = 3 * k.BLOCK + 17, 3, 1
     c = 1.5 * rng.standard_normal((B, L, r))
@@ -222,7 +222,7 @@ def test_linear_baseline_any_L_matches_monte_carlo(L):
 @pytest.mark.parametrize("params, alpha, branch, rank", [(P3, 1.0, "positional", 1), (P2, 2.0, "free", 2)],
                          ids=["L3-positional", "L2-rank2"])
 def test_chord_steps_reach_the_iterations_fixed_point(params, alpha, branch, rank):
-    """With chord steps (the Jacobian of the first scrambling's map, attnlib.theory.general_chord) the fixed point
+    """With chord steps (the Jacobian of the first scrambling's map, attnlib.theory.solve.general_chord) the fixed point
     is the damped iteration's within two combined standard errors of the scramblings (the quadrature map is
     piecewise smooth: where nodes switch minimum, the two paths can stop on neighbouring fixed points, measured up
     to 8e-4 relative in q at L = 3, 2^14 points, 1.2 standard errors), in fewer maps; and a chord from one
@@ -237,7 +237,7 @@ def test_chord_steps_reach_the_iterations_fixed_point(params, alpha, branch, ran
         err = np.hypot(ra.stderr[k], rb.stderr[k])
         assert np.all(np.abs(a - b) <= 2 * err + 1e-12), k
     assert ra.n_iter < rb.n_iter
-    from attnlib.theory.general_chord import chord_fixed_point, map_jacobian
+    from attnlib.theory.solve.general_chord import chord_fixed_point, map_jacobian
     hold, G = gm._hold(branch), gm.simplex_gram(params.L)
     n3, n4 = (gm.general_nodes(params.L, rank, 11, s, hold) for s in (3, 4))
     first = gse._solve_one(params, alpha, ra.per_seed[0].canonical(), n3, hold, G, solvers[1])

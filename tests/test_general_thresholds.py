@@ -1,4 +1,4 @@
-"""The thresholds of the general state evolution (attnlib.theory.general_thresholds): the bracket search on
+"""The thresholds of the general state evolution (attnlib.theory.branches.general_thresholds): the bracket search on
 functions with known roots, the threshold's own consistency (the function vanishes at the root within its
 error), and the errors it raises."""
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from attnlib.exceptions import ConvergenceWarning
 from attnlib.params import TaskParams
-from attnlib.theory import general_thresholds as gt
-from attnlib.theory.attention import softmax_rows
-from attnlib.theory.general_state_evolution import solve_general
-from attnlib.theory.generalisation import linear_baseline_error
+from attnlib.theory.branches import general_thresholds as gt
+from attnlib.theory.model.attention import softmax_rows
+from attnlib.theory.solve.general_state_evolution import solve_general
+from attnlib.theory.model.generalisation import linear_baseline_error
 
 
 def _decreasing(root):

@@ -1,4 +1,4 @@
-"""The end of a branch under the pooled (default) rule (attnlib.theory.pooled_end): input checks, the warm
+"""The end of a branch under the pooled (default) rule (attnlib.theory.branches.pooled_end): input checks, the warm
 evaluation the continuation's corrector uses equals the exact map, the lower end of the semantic branch at
 omega = 0.3 is reproduced by an independent seed set within the pooled rule's error, and the agreement end
 (agreement_end, the phase diagram's) does not depend on its steps and is reproduced by other seed sets; the
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from attnlib import TaskParams, solve_state_evolution
-from attnlib.theory.newton import VANISH_FLOOR, Continuation, FixedPointMap
-from attnlib.theory.pooled_end import (AGREEMENT_ORDER, AGREEMENT_RESOLUTION, END_AGREEMENT, _bracket_end,
-                                     agreement_end, agreement_seeds, pooled_end, pooled_point, pooled_seeds)
-from attnlib.theory.traces import continuation_settings
+from attnlib.theory.solve.newton import VANISH_FLOOR, Continuation, FixedPointMap
+from attnlib.theory.branches.pooled_end import (AGREEMENT_ORDER, AGREEMENT_RESOLUTION, END_AGREEMENT, _bracket_end,
+                                                agreement_end, agreement_seeds, pooled_end, pooled_point, pooled_seeds)
+from attnlib.theory.branches.traces import continuation_settings
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
@@ -92,7 +92,7 @@ def test_semantic_end_at_omega_03_agrees_across_seed_sets(semantic_one):
 @pytest.fixture(scope="module")
 def semantic_trace():
     """The semantic branch at omega = 0.3 traced by continuation (the phase diagram's settings, scrambling 0)."""
-    from attnlib.theory.traces import branch_trace, DEFAULT_RANGE, _range, _trace_range
+    from attnlib.theory.branches.traces import branch_trace, DEFAULT_RANGE, _range, _trace_range
 
     lo, hi = _trace_range(*_range(DEFAULT_RANGE, None))
     return branch_trace(P, "semantic", (lo, hi), continuation_settings(), use_cache=False)
@@ -191,7 +191,7 @@ def test_agreement_end_is_path_independent_and_reproduced_by_other_seed_sets(sem
 
 
 def _positional_trace(params, scrambling):
-    from attnlib.theory.traces import branch_trace, DEFAULT_RANGE, _range, _trace_range, _with_scrambling
+    from attnlib.theory.branches.traces import branch_trace, DEFAULT_RANGE, _range, _trace_range, _with_scrambling
 
     settings = _with_scrambling(continuation_settings(), scrambling)
     lo, hi = _trace_range(*_range(DEFAULT_RANGE, None))
@@ -204,7 +204,7 @@ def test_positional_end_is_reproduced_by_other_seed_sets():
     where three seed sets stop agreeing on m, it is reproduced by the sets of another scrambling within 0.05
     (spread 0.033 over three scramblings there). At the bracket's resolved side the sets agree on a resolved m,
     at its other side they do not."""
-    from attnlib.theory.pooled_end import positional_end
+    from attnlib.theory.branches.pooled_end import positional_end
 
     p = P.with_(omega=0.1)
     ends = []
@@ -230,7 +230,7 @@ def _cut(trace, alpha):
     beyond ``alpha``."""
     from dataclasses import replace
 
-    from attnlib.theory.continuation import BranchEnd
+    from attnlib.theory.branches.continuation import BranchEnd
 
     beyond = np.nonzero(trace.table.alpha.to_numpy() > alpha)[0]
     table = trace.table.iloc[:beyond[0]] if len(beyond) else trace.table
@@ -247,7 +247,7 @@ def test_positional_end_does_not_depend_on_where_the_trace_stops():
     CPU): round-off alone moves this end by 0.09, more than the 0.05 this test first asked for. Stepping on from
     the trace's last point alone, with a set whose chord failed counted as disagreeing, gave 0.928 from a trace lost
     at 0.763 against 1.083 from one that folded at 1.078."""
-    from attnlib.theory.pooled_end import POSITIONAL_MAX_SOLVES, POSITIONAL_MAX_STEP, POSITIONAL_STEP
+    from attnlib.theory.branches.pooled_end import POSITIONAL_MAX_SOLVES, POSITIONAL_MAX_STEP, POSITIONAL_STEP
 
     p = P.with_(omega=0.05)
     _, trace = _positional_trace(p, 0)
@@ -266,7 +266,7 @@ def test_positional_end_reaches_the_top_of_the_range_where_the_branch_does():
     stops before it at a wiggle of its own rule (scrambling 1 stopped at 1.96 on the machine that made the
     phase table) is carried on by the seed sets to the top: kind "range", alpha = 6 (None where the continuation
     itself reached it)."""
-    from attnlib.theory.pooled_end import positional_end
+    from attnlib.theory.branches.pooled_end import positional_end
 
     settings, trace = _positional_trace(P, 1)
     row = positional_end(P, settings)
@@ -284,8 +284,8 @@ def test_an_end_agreed_only_off_the_traced_branch_is_refused():
     the trace's m, or beyond the trace's last point, stands."""
     import pandas as pd
 
-    from attnlib.theory.continuation import BranchEnd, BranchTrace
-    from attnlib.theory.pooled_end import PooledEnd, _off_trace
+    from attnlib.theory.branches.continuation import BranchEnd, BranchTrace
+    from attnlib.theory.branches.pooled_end import PooledEnd, _off_trace
 
     alpha = np.geomspace(0.2, 0.7, 8)
     table = pd.DataFrame({"alpha": alpha, "q": 0.03, "m": 0.02, "V": 20.0, "theta": 0.0, "partner": False})

@@ -1,4 +1,4 @@
-"""The thresholds under the pooled (default) rule (attnlib.theory.pooled_thresholds): the root search on a
+"""The thresholds under the pooled (default) rule (attnlib.theory.branches.pooled_thresholds): the root search on a
 function with a known root, its failures said as such, and at omega = 0.3 a root that is one: the pooled rule's
 training-loss gap (and the semantic test error minus eps_lin) changes sign across it, by more than the rule's
 own error, with the same seed set."""
@@ -10,11 +10,11 @@ import pytest
 
 from attnlib import TaskParams
 from attnlib.exceptions import ConvergenceWarning
-from attnlib.theory.chord import CHORD_ORDER
-from attnlib.theory.generalisation import linear_baseline_error
-from attnlib.theory.pooled_end import pooled_seeds
-from attnlib.theory.pooled_thresholds import THRESHOLD_XTOL, _fixed_point, phase_thresholds, pooled_root
-from attnlib.theory.traces import branch_trace, continuation_settings, DEFAULT_RANGE, _trace_range
+from attnlib.theory.solve.chord import CHORD_ORDER
+from attnlib.theory.model.generalisation import linear_baseline_error
+from attnlib.theory.branches.pooled_end import pooled_seeds
+from attnlib.theory.branches.pooled_thresholds import THRESHOLD_XTOL, _fixed_point, phase_thresholds, pooled_root
+from attnlib.theory.branches.traces import branch_trace, continuation_settings, DEFAULT_RANGE, _trace_range
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
@@ -91,7 +91,7 @@ def test_one_branch_missing(traces_and_thresholds):
     """Where the continuation finds only the semantic branch there is no alpha_c, and alpha_l is still found on
     the semantic branch: at omega = 0.3 with the positional trace withheld, the same root as with both (within
     its quadrature error and the step tolerance); an alpha_c without its second branch is refused, with the reason."""
-    from attnlib.theory.pooled_thresholds import pooled_thresholds
+    from attnlib.theory.branches.pooled_thresholds import pooled_thresholds
 
     sem, _, thr = traces_and_thresholds
     seeds, eps_lin = pooled_seeds(0), linear_baseline_error(P)

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from attnlib.theory.attention import output_loss, output_loss_derivatives
-from attnlib.theory.proximal import minimise_locally, prox_objective, resolve_backend, solve_prox
+from attnlib.theory.model.attention import output_loss, output_loss_derivatives
+from attnlib.theory.model.proximal import minimise_locally, prox_objective, resolve_backend, solve_prox
 
 BACKENDS = ["numpy"] + (["numba"] if resolve_backend("auto") == "numba" else [])
 
@@ -91,9 +91,9 @@ def test_compiled_conjugate_passes_match_numpy():
     """The compiled passes around the proximal step (student fields, teacher diagonal, the conjugates' weighted sums)
     against the numpy expressions they replace, on the same proximal points: equal to summation round-off."""
     from attnlib import TaskParams
-    from attnlib.theory import _conjugate_kernels as ck
-    from attnlib.theory.attention import teacher_diagonal
-    from attnlib.theory.generalisation import POSITION_SIGNS
+    from attnlib.theory.model import _conjugate_kernels as ck
+    from attnlib.theory.model.attention import teacher_diagonal
+    from attnlib.theory.model.generalisation import POSITION_SIGNS
 
     rng = np.random.default_rng(11)
     n = 5003  # not a multiple of the summation block
@@ -127,8 +127,8 @@ def test_conjugates_agree_between_backends(theta):
     from dataclasses import replace
 
     from attnlib import SESolver, TaskParams
-    from attnlib.theory.state_evolution import Overlaps, conjugates_and_energy, se_nodes
-    from attnlib.theory.quadrature import Quadrature
+    from attnlib.theory.model.state_evolution import Overlaps, conjugates_and_energy, se_nodes
+    from attnlib.theory.model.quadrature import Quadrature
 
     solver = SESolver(quadrature=Quadrature(rule="sobol-sym", order=12, seed=1), n_ring=4, tie_smoothing=5e-5)
     nodes, weights = se_nodes(solver.quadrature)

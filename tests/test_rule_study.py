@@ -1,4 +1,4 @@
-"""The quadrature-rule study (attnlib.theory.rule_study; book/data/rule_study_*.csv from
+"""The quadrature-rule study (attnlib.theory.studies.rule_study; book/data/rule_study_*.csv from
 scripts/regenerate_rule_study.py): schema and sidecars of the committed tables, a replay of one deterministic
 (Gauss-Hermite) row, argument validation, and a check that the scrambled rule is unbiased.
 
@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from attnlib.params import TaskParams
-from attnlib.theory.quadrature import Quadrature
-from attnlib.theory.rule_study import (FIXED_POINT_FIELDS, IMAGE_FIELDS, fixed_point_errors, map_image,
-                                       map_image_errors)
-from attnlib.theory.state_evolution import Overlaps
+from attnlib.theory.model.quadrature import Quadrature
+from attnlib.theory.studies.rule_study import (FIXED_POINT_FIELDS, IMAGE_FIELDS, fixed_point_errors, map_image,
+                                               map_image_errors)
+from attnlib.theory.model.state_evolution import Overlaps
 
 from one_thread import load_script
 
@@ -135,7 +135,7 @@ def test_scrambled_rule_is_unbiased():
 
 def test_summary_is_the_worst_deviation_and_the_averaged_mean():
     table, _ = load("rule_study_fixed_points")
-    from attnlib.theory.rule_study import rule_study_summary
+    from attnlib.theory.studies.rule_study import rule_study_summary
     summary = rule_study_summary(table, averaged=(("sobol-sym", 16),))
     cand = table[table.role == "candidate"]
     gh12 = summary[(summary.rule == "gauss-hermite") & (summary.order == 12)].iloc[0]
@@ -160,7 +160,7 @@ def test_summary_is_the_worst_deviation_and_the_averaged_mean():
 
 
 def test_summary_takes_the_cost_of_a_map_step_from_the_map_table():
-    from attnlib.theory.rule_study import rule_study_summary
+    from attnlib.theory.studies.rule_study import rule_study_summary
     table, _ = load("rule_study_fixed_points")
     maps, _ = load("rule_study_map")
     summary = rule_study_summary(table, averaged=(("sobol-sym", 17),), map_table=maps)
@@ -173,7 +173,7 @@ def test_summary_takes_the_cost_of_a_map_step_from_the_map_table():
 
 
 def test_scrambling_mean_is_the_mean_and_its_standard_error():
-    from attnlib.theory.quadrature import scrambling_mean
+    from attnlib.theory.model.quadrature import scrambling_mean
     vals = np.array([[1.0, 10.0], [2.0, 10.0], [4.0, 10.0]])
     mean, se = scrambling_mean(vals)
     assert mean.tolist() == [7 / 3, 10.0]

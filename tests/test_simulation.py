@@ -7,11 +7,11 @@ import pytest
 
 from attnlib.finite_d.data import make_task
 from attnlib.exceptions import ConvergenceWarning
-from attnlib.theory.generalisation import linear_baseline_error
-from attnlib.theory.generalisation import test_error_from_overlaps as eps_g_from_overlaps
+from attnlib.theory.model.generalisation import linear_baseline_error
+from attnlib.theory.model.generalisation import test_error_from_overlaps as eps_g_from_overlaps
 from attnlib.params import TaskParams
 from attnlib.finite_d.simulation import (ERMObjective, fit_linear_baseline, gradient_descent,
-                                minimize_lbfgs, simulate_erm, student_output)
+                                         minimize_lbfgs, simulate_erm, student_output)
 from attnlib.finite_d.simulation import test_error_from_overlaps_rho as eps_g_from_overlaps_rho
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)

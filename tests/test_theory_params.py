@@ -7,7 +7,7 @@ import pytest
 
 from attnlib import (Overlaps, Quadrature, SESolver, TaskParams, critical_alpha, linear_baseline_error,
                      solve_state_evolution, test_error_from_overlaps)
-from attnlib.theory.proximal import solve_prox
+from attnlib.theory.model.proximal import solve_prox
 
 
 @pytest.mark.parametrize("kwargs, name", [

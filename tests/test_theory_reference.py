@@ -8,7 +8,7 @@ import pytest
 from attnlib import (ConvergenceWarning, Overlaps, Quadrature, SESolver, TaskParams, critical_alpha,
                      linear_baseline_error, linear_crossing_alpha, solve_state_evolution,
                      test_error_from_overlaps)
-from attnlib.theory.state_evolution import state_evolution_step
+from attnlib.theory.model.state_evolution import state_evolution_step
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
@@ -160,7 +160,7 @@ def test_eps_g_factorised_equals_direct_sum():
     """The tensor rule's eps_g summed as its xi half times the teacher's eta moments (mean and variance, the
     half of the xi nodes mirrored) equals the direct sum over all order^4 points, at even and odd orders, on both
     branches (theta = 0 reuses the kept moments) and with an asymmetric A; a Sobol rule takes the direct sum."""
-    from attnlib.theory.generalisation import output_loss, teacher_diagonal, teacher_student_fields
+    from attnlib.theory.model.generalisation import output_loss, teacher_diagonal, teacher_student_fields
 
     def direct(params, q, m, theta, quad):
         x, w = quad.points(4)
@@ -235,7 +235,7 @@ def test_eps_g_matches_finite_d_monte_carlo():
         X = P.sigma * Z + np.array([1.0, -1.0])[None, :, None] * ones
         h = X @ Q / np.sqrt(d)
         hs = P.sigma * Z @ q_star / np.sqrt(d)
-        from attnlib.theory.attention import attention_matrix, teacher_matrix
+        from attnlib.theory.model.attention import attention_matrix, teacher_matrix
         S, T = attention_matrix(h), teacher_matrix(hs, P)
         Y = T @ (P.sigma * Z)
         errs.append(np.sum((Y - S @ X) ** 2, axis=(1, 2)) / (2 * d))
@@ -251,8 +251,8 @@ def test_mean_teacher_diagonal_and_positional_criterion():
     a purely positional student (mean diagonal > 1/2) holds for the standard A at every omega, and for the
     alternative A only at small omega -- where the state evolution's positional branch indeed keeps m > 0,
     while above it the branch falls onto m = 0."""
-    from attnlib.theory.attention import teacher_diagonal
-    from attnlib.theory.generalisation import mean_teacher_diagonal, positional_gain_possible
+    from attnlib.theory.model.attention import teacher_diagonal
+    from attnlib.theory.model.generalisation import mean_teacher_diagonal, positional_gain_possible
 
     alt = TaskParams(omega=0.2, A=((0.3, 0.7), (0.8, 0.2)))
     rng = np.random.default_rng(0)

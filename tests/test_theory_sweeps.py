@@ -8,7 +8,7 @@ import pytest
 from attnlib import (TaskParams, ThresholdNotFound, alpha_sweep, branch_curvature, branch_ends, critical_alpha,
                      linear_crossing_alpha, phase_diagram)
 from attnlib import Overlaps, solve_state_evolution
-from attnlib.theory.traces import branch_point, branch_trace
+from attnlib.theory.branches.traces import branch_point, branch_trace
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
 
@@ -107,7 +107,7 @@ def test_branch_following_stays_on_the_positional_branch():
     from dataclasses import replace
 
     from attnlib import SESolver
-    from attnlib.theory.sweeps import DEFAULT_ALPHA_GRID
+    from attnlib.theory.studies.sweeps import DEFAULT_ALPHA_GRID
 
     p = TaskParams(sigma=0.5, lam=0.01, omega=0.15)
     grid = [a for a in DEFAULT_ALPHA_GRID if a <= 0.83]
@@ -125,7 +125,7 @@ def test_sweep_follows_a_branch_that_repels_the_iteration():
     there. follow_branch now looks for it by Newton's method. The point it returns at alpha = 0.55 is a fixed
     point of the positional equations (one undamped map step moves it by less than the solver's tolerance)
     with m clearly non-zero, and its training loss lies below that of the uninformed point."""
-    from attnlib.theory.state_evolution import state_evolution_step
+    from attnlib.theory.model.state_evolution import state_evolution_step
 
     from attnlib import SESolver
 
@@ -157,7 +157,7 @@ def test_sweep_returns_the_uninformed_point_beyond_a_branch_end():
 
 def test_semantic_takeover_kinds():
     """Every way the global minimum can turn semantic, on made-up phase-table rows."""
-    from attnlib.theory.sweeps import semantic_takeover
+    from attnlib.theory.studies.sweeps import semantic_takeover
 
     nan = float("nan")
     base = {"alpha_c": nan, "semantic_lower_alpha": 0.6, "positional_upper_alpha": 1.5,

@@ -8,8 +8,8 @@ from attnlib import Overlaps, Quadrature, SESolver, TaskParams, solve_state_evol
 from attnlib.finite_d.arbiter import arbiter_table
 from attnlib.finite_d.landscape import barrier_height, loss_along_path
 from attnlib.finite_d.sim_sweeps import classify_minima
-from attnlib.theory.stability import replicon, rs_diagnostics, tie_density
-from attnlib.theory.state_evolution import conjugates_and_energy, se_nodes, symmetry_generators
+from attnlib.theory.studies.stability import replicon, rs_diagnostics, tie_density
+from attnlib.theory.model.state_evolution import conjugates_and_energy, se_nodes, symmetry_generators
 from attnlib.finite_d.validity import fixed_point_near, rs_breakdown, rs_validity
 
 P = TaskParams(sigma=0.5, lam=0.01, omega=0.3)

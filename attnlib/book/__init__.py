@@ -11,13 +11,13 @@ helpers, this namespace holds the library's settings that the chapters quote (th
 the accurate rule and of the phase diagram, the branch ends' resolutions and verdicts), under the names the library
 gives them. The top layer: nothing in the library imports from it except ``attnlib/__init__.py``.
 """
-from ..theory.accurate import ACCURATE_ORDER, ACCURATE_RTOL, ACCURATE_SEEDS
-from ..theory.chord import CHORD_FIELDS, CHORD_ORDER
-from ..theory.pooled_end import AGREEMENT_RESOLUTION, END_AGREEMENT, agreement_seeds, pooled_seeds
-from ..theory.rule_study import FIXED_POINT_FIELDS, IMAGE_FIELDS, rule_study_summary
-from ..theory.sweeps import ENDED_KINDS
-from ..theory.thresholds import REASON_ABSENT, REASON_BELOW_END
-from ..theory.traces import SMOOTH_N_RING, SMOOTH_QUADRATURE, TIE_SMOOTHING
+from ..theory.solve.accurate import ACCURATE_ORDER, ACCURATE_RTOL, ACCURATE_SEEDS
+from ..theory.solve.chord import CHORD_FIELDS, CHORD_ORDER
+from ..theory.branches.pooled_end import AGREEMENT_RESOLUTION, END_AGREEMENT, agreement_seeds, pooled_seeds
+from ..theory.studies.rule_study import FIXED_POINT_FIELDS, IMAGE_FIELDS, rule_study_summary
+from ..theory.studies.sweeps import ENDED_KINDS
+from ..theory.branches.thresholds import REASON_ABSENT, REASON_BELOW_END
+from ..theory.branches.traces import SMOOTH_N_RING, SMOOTH_QUADRATURE, TIE_SMOOTHING
 from .authors_tables import authors_crossing, authors_tables
 from .explorer import DEFAULTS
 from .explorer_grid import (EXPLORER_POINTS_CSV, FIXED_POINT_COLUMNS, GRID_ALPHAS, GRID_OMEGAS, explorer_fixed_points,
@@ -30,8 +30,8 @@ from .style import prose_list, prose_number
 __all__ = [
     # the book's helpers
     "authors_crossing", "authors_tables", "DEFAULTS", "EXPLORER_POINTS_CSV", "FIXED_POINT_COLUMNS", "GRID_ALPHAS",
-    "GRID_OMEGAS", "explorer_fixed_points", "grid_thresholds", "END_KINDS", "phase_boundary", "table_omegas", "data_inventory",
-    "static_explorer", "prose_list", "prose_number",
+    "GRID_OMEGAS", "explorer_fixed_points", "grid_thresholds", "END_KINDS", "phase_boundary", "table_omegas",
+    "data_inventory", "static_explorer", "prose_list", "prose_number",
     # the library's settings that the chapters quote
     "ACCURATE_ORDER", "ACCURATE_RTOL", "ACCURATE_SEEDS", "CHORD_FIELDS", "CHORD_ORDER", "AGREEMENT_RESOLUTION",
     "END_AGREEMENT", "agreement_seeds", "pooled_seeds", "FIXED_POINT_FIELDS", "IMAGE_FIELDS", "rule_study_summary",

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..theory.attention import attention_matrix, teacher_matrix
-from ..theory.generalisation import linear_baseline_error
+from ..theory.model.attention import attention_matrix, teacher_matrix
+from ..theory.model.generalisation import linear_baseline_error
 from ..params import TaskParams
-from ..theory.solve import solve_state_evolution
-from ..theory.state_evolution import SEResult, SESolver
-from ..theory.branch_points import follow_branch
+from ..theory.solve.dispatch import solve_state_evolution
+from ..theory.model.state_evolution import SEResult, SESolver
+from ..theory.solve.branch_points import follow_branch
 from .phase_table import (BRANCHES, END_COLUMNS, LINE_COLUMNS, branch_exists, phase_boundary, phase_lines,
                           table_applies, table_covers)
 
@@ -114,7 +114,7 @@ def explorer_view(omega: float = DEFAULTS["omega"], alpha: float = DEFAULTS["alp
     """View data of one parameter point (see the module docstring).
 
     ``solver`` defaults to ``EXPLORER_SOLVER`` (None: the default rule of :func:`attnlib.solve_state_evolution`;
-    an :class:`~attnlib.theory.state_evolution.SESolver`: its single rule, as a sweep follows it); ``starts`` may map a branch to warm-start overlaps;
+    an :class:`~attnlib.theory.model.state_evolution.SESolver`: its single rule, as a sweep follows it); ``starts`` may map a branch to warm-start overlaps;
     ``phase`` may give ``(table, source)`` to skip ``phase_boundary``. The same ``(xi, eta)`` samples
     (``seed``) are used for both branches.
     """

@@ -16,11 +16,11 @@ import pandas as pd
 
 from ..parallel import run_jobs
 from ..params import STANDARD_A, TaskParams
-from ..theory.attention import attention_diagonal, teacher_diagonal
-from ..theory.generalisation import POSITION_SIGNS, linear_baseline_error
-from ..theory.quadrature import Quadrature
-from ..theory.state_evolution import SESolver
-from ..theory.sweeps import alpha_sweep
+from ..theory.model.attention import attention_diagonal, teacher_diagonal
+from ..theory.model.generalisation import POSITION_SIGNS, linear_baseline_error
+from ..theory.model.quadrature import Quadrature
+from ..theory.model.state_evolution import SESolver
+from ..theory.studies.sweeps import alpha_sweep
 from .book_data import book_data_dir
 from .phase_table import (BRANCHES, LINE_COLUMNS, branch_exists, log_crossing, phase_boundary, phase_lines,
                           table_applies, table_covers, table_omegas)

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from ..params import STANDARD_A, TaskParams
-from ..theory.solve import solve_state_evolution
-from ..theory.state_evolution import SESolver
+from ..theory.solve.dispatch import solve_state_evolution
+from ..theory.model.state_evolution import SESolver
 from .book_data import book_data_dir
 
 __all__ = ["PHASE_TABLE_CSV", "PHASE_TABLE_PARAMS", "END_KINDS", "END_COLUMNS", "LINE_COLUMNS", "ABSENT_BELOW", "BRANCHES",

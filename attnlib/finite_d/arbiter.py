@@ -35,12 +35,12 @@ import numpy as np
 import pandas as pd
 
 from ..cache import cached
-from ..theory.attention import teacher_diagonal
+from ..theory.model.attention import teacher_diagonal
 from .data import make_task, seed_streams
 from ..parallel import run_jobs
 from ..params import TaskParams, check_alpha, check_int, check_positive
-from ..theory.generalisation import linear_baseline_error
-from ..theory.quadrature import Quadrature
+from ..theory.model.generalisation import linear_baseline_error
+from ..theory.model.quadrature import Quadrature
 from .simulation import ERMObjective, initial_Q, minimize_lbfgs, n_samples, overlaps, test_error_from_overlaps_rho
 
 __all__ = ["ARBITER_STARTS", "DEFAULT_DS", "DEFAULT_SEEDS", "finite_d_minimum", "arbiter_table",

@@ -317,9 +317,9 @@ def accurate_pinned_profile(params: TaskParams, alpha: float, branch: str, value
     """The theory's pinned profile (:func:`attnlib.finite_d.validity.pinned_profile`) under scrambled
     Sobol-sym rules of ``2**order`` points, as the mean over the scramblings ``seeds`` with standard errors
     (columns ``q``, ``V``, ``rel_loss`` and ``*_err``; ``converged`` if every scrambling converged). Cached."""
-    from ..theory.accurate import accurate_solver
-    from ..theory.quadrature import scrambling_mean
-    from ..theory.state_evolution import Overlaps
+    from ..theory.solve.accurate import accurate_solver
+    from ..theory.model.quadrature import scrambling_mean
+    from ..theory.model.state_evolution import Overlaps
     from .validity import pinned_profile
 
     alpha = check_alpha(alpha)

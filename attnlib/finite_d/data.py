@@ -23,7 +23,7 @@ from typing import Iterator
 import numpy as np
 
 from ..params import TaskParams, check_int
-from ..theory.attention import softmax_rows, teacher_attention  # re-exported: the data's attention maps
+from ..theory.model.attention import softmax_rows, teacher_attention  # re-exported: the data's attention maps
 
 __all__ = [
     "STREAM_NAMES",

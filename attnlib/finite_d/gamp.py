@@ -7,7 +7,7 @@ every sample. Writing ``x_l = p_l + sigma z_l`` (book :eq:`eq-tokens`),
 
 with ``s = (+1, -1)``: ``F`` is a ``(2n x d)`` matrix of i.i.d. ``N(0, sigma^2/d)`` entries and the positional
 offset is a known shift. In the high-dimensional limit the per-sample loss is the output loss
-``(sigma^2/2)||S(h) - T||_F^2`` (:func:`attnlib.theory.attention.output_loss`), so the risk is the generalised linear
+``(sigma^2/2)||S(h) - T||_F^2`` (:func:`attnlib.theory.model.attention.output_loss`), so the risk is the generalised linear
 model
 
     R_GLM(Q) = sum_mu (sigma^2/2) ||S(h_mu) - T_mu||_F^2 + (lambda/2) ||Q||^2,
@@ -35,7 +35,7 @@ This is the GAMP input denoiser ``argmin_Q (sigma^2 V_hat/2)||Q - r||^2 + (lambd
 ``F^T g = -sigma^2 V_hat Q_hat + sigma^2 theta_hat Q* + sigma sqrt(q_hat) zeta`` in distribution, so the
 overlaps of the new estimate obey exactly the update of book :eq:`eq-overlap-update`:
 ``m = m_hat/D``, ``theta = sigma^2 rho theta_hat/D``, ``q = sigma^2 (sigma^2 q_hat + m_hat^2
-+ sigma^2 rho theta_hat^2)/D^2`` and ``V = sigma^2/D``. :func:`attnlib.theory.se_iterates.state_evolution_iterates`
++ sigma^2 rho theta_hat^2)/D^2`` and ``V = sigma^2/D``. :func:`attnlib.theory.studies.se_iterates.state_evolution_iterates`
 iterates that map from the same initial overlaps for an iteration-by-iteration comparison.
 
 Two implementation choices keep this state evolution exact while making GAMP usable:
@@ -71,20 +71,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..theory.attention import output_loss_derivatives
+from ..theory.model.attention import output_loss_derivatives
 from .data import draw_samples, make_teacher, seed_streams
 from ..exceptions import ConvergenceWarning
-from ..theory.generalisation import POSITION_SIGNS
+from ..theory.model.generalisation import POSITION_SIGNS
 from ..params import TaskParams, check_alpha, check_int, check_finite_scalar
-from ..theory.proximal import PROX_MODES, solve_prox
+from ..theory.model.proximal import PROX_MODES, solve_prox
 from .simulation import n_samples
-from ..theory.se_iterates import NAMED_STARTS, START_WIDTH, check_damping, start_overlaps
-from ..theory.state_evolution import Overlaps
+from ..theory.studies.se_iterates import NAMED_STARTS, START_WIDTH, check_damping, start_overlaps
+from ..theory.model.state_evolution import Overlaps
 
 __all__ = ["GAMP_STARTS", "START_WIDTH", "GAMPResult", "gamp_initial_Q", "run_gamp", "teacher_and_start"]
 
-#: Named starts of :func:`run_gamp` (:data:`attnlib.theory.se_iterates.NAMED_STARTS`) and their initial
-#: output width (:data:`attnlib.theory.se_iterates.START_WIDTH`).
+#: Named starts of :func:`run_gamp` (:data:`attnlib.theory.studies.se_iterates.NAMED_STARTS`) and their initial
+#: output width (:data:`attnlib.theory.studies.se_iterates.START_WIDTH`).
 GAMP_STARTS = NAMED_STARTS
 
 
@@ -223,7 +223,7 @@ def _divergence(c, h_hat, t_diag, V, sigma, prox_mode, probes, eps):
 def _check_run_arguments(params, d, alpha, seed, max_iter, damping, message_damping, tol, prox_mode, n_probes,
                          probe_eps) -> tuple:
     """Check the arguments of :func:`run_gamp` in the order of its signature (``ValueError`` naming the first bad
-    one; the start is checked by :func:`~attnlib.theory.se_iterates.start_overlaps`).
+    one; the start is checked by :func:`~attnlib.theory.studies.se_iterates.start_overlaps`).
 
     Returns
     -------
@@ -421,7 +421,7 @@ def run_gamp(params: TaskParams, d: int, alpha: float, start="semantic", seed: i
     tol : float
         Convergence when ``||Q_t - Q_{t-1}|| <= tol ||Q_t||``; in ``(0, 1)``.
     prox_mode : {"global", "from-zero"}
-        Treatment of the non-convex proximal problem (``attnlib.theory.proximal.solve_prox``); use the same as in
+        Treatment of the non-convex proximal problem (``attnlib.theory.model.proximal.solve_prox``); use the same as in
         the state evolution you compare with.
     message_damping : float
         In ``(0, 1]``: Rangan-style damping of the vector messages (``g`` and ``Q_hat`` mixed as

@@ -2,7 +2,7 @@
 against the L-BFGS minimum of the finite-d risk on the same data (both cached on disk, :mod:`attnlib.cache`).
 
 :func:`gamp_tracking_table` puts the overlaps of :func:`attnlib.finite_d.gamp.run_gamp` next to those of
-:func:`attnlib.theory.se_iterates.state_evolution_iterates`; :func:`gamp_fixed_point_table` compares GAMP's
+:func:`attnlib.theory.studies.se_iterates.state_evolution_iterates`; :func:`gamp_fixed_point_table` compares GAMP's
 fixed point with :func:`attnlib.finite_d.simulation.simulate_erm` (``method="lbfgs"``).
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pandas as pd
 from ..cache import cached
 from ..parallel import run_jobs
 from ..params import TaskParams, check_alpha, check_int
-from ..theory.proximal import PROX_MODES
-from ..theory.quadrature import Quadrature
-from ..theory.se_iterates import check_damping, start_overlaps, state_evolution_iterates
-from ..theory.state_evolution import SESolver
+from ..theory.model.proximal import PROX_MODES
+from ..theory.model.quadrature import Quadrature
+from ..theory.studies.se_iterates import check_damping, start_overlaps, state_evolution_iterates
+from ..theory.model.state_evolution import SESolver
 from .data import make_task
 from .gamp import GAMP_STARTS, run_gamp, teacher_and_start
 from .simulation import ERMObjective, n_samples, simulate_erm, test_error_from_overlaps_rho
@@ -132,7 +132,7 @@ def gamp_tracking_table(params: TaskParams, d=2000, alpha: float = 2.0, starts=G
     damping, normalize_teacher, prox_mode, n_probes, probe_eps
         Passed to :func:`run_gamp`; ``damping`` and ``prox_mode`` also to :func:`state_evolution_iterates`.
     quadrature : Quadrature, optional
-        Rule of the state evolution (default: that of :class:`~attnlib.theory.state_evolution.SESolver`).
+        Rule of the state evolution (default: that of :class:`~attnlib.theory.model.state_evolution.SESolver`).
     n_jobs : int
         joblib worker processes over the runs (1: in this process).
     use_cache : bool

@@ -60,10 +60,10 @@ from scipy.special import expit
 from .data import (Samples, Teacher, _resolve_L, iter_sample_chunks, make_teacher, draw_samples, seed_streams,
                    softmax_rows)
 from ..exceptions import ConvergenceWarning
-from ..theory.attention import output_loss, teacher_diagonal
-from ..theory.general_model import principal_position_direction
-from ..theory.generalisation import teacher_student_fields, test_error_from_overlaps
-from ..theory.quadrature import Quadrature
+from ..theory.model.attention import output_loss, teacher_diagonal
+from ..theory.model.general_model import principal_position_direction
+from ..theory.model.generalisation import teacher_student_fields, test_error_from_overlaps
+from ..theory.model.quadrature import Quadrature
 from ..params import TaskParams, check_alpha, check_int, check_finite_scalar, check_positive
 
 __all__ = [
@@ -391,7 +391,7 @@ def initial_Q(start, teacher: Teacher, rank: int = 1, rng: np.random.Generator |
 
     ``"semantic"``: ``Q = Q*``; ``"positional"``: ``Q = 1_d/sqrt(d)`` (``L = 2``; for ``L > 2``,
     ``Q = P^T u`` with ``u`` the principal positional direction of ``A``,
-    :func:`attnlib.theory.general_model.principal_position_direction`); ``"random"``: i.i.d.
+    :func:`attnlib.theory.model.general_model.principal_position_direction`); ``"random"``: i.i.d.
     ``N(0, init_scale^2)`` entries; an array: used as given (shape (d,) or (d, rank), finite). For
     ``rank > 1`` and a named start the first column is the named vector and the other columns are small
     random ``N(0, init_scale^2)`` entries (a column started at exactly zero would stay zero, its gradient

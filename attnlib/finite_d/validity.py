@@ -14,7 +14,7 @@ Compared quantities:
 * the defining overlap (``m`` for the positional start, ``theta`` for the semantic one) and ``q``.
 
 A difference whose extrapolation stays more than ``z_max`` standard errors from zero is a disagreement that
-does not go away with ``d``. With each row come the diagnostics of :mod:`attnlib.theory.stability` (replicon and tie
+does not go away with ``d``. With each row come the diagnostics of :mod:`attnlib.theory.studies.stability` (replicon and tie
 density of the fixed point).
 """
 from __future__ import annotations
@@ -27,15 +27,16 @@ import pandas as pd
 
 from .arbiter import TASK_COLUMNS, loss_zero_theory, task_params
 from .extrapolation import seed_mean_extrapolation
-from ..theory.newton import Continuation, newton_fixed_point
+from ..theory.solve.newton import Continuation, newton_fixed_point
 from ..exceptions import ConvergenceWarning
 from ..params import TaskParams
-from ..theory.proximal import minimise_locally, prox_objective
-from ..theory.quadrature import Quadrature
-from ..theory.stability import proximal_nodes, rs_diagnostics
-from ..theory.solve import solve_state_evolution
-from ..theory.state_evolution import Overlaps, SESolver
-from ..theory.traces import branch_point, branch_trace, continuation_settings, DEFAULT_RANGE, _range, _trace_range
+from ..theory.model.proximal import minimise_locally, prox_objective
+from ..theory.model.quadrature import Quadrature
+from ..theory.studies.stability import proximal_nodes, rs_diagnostics
+from ..theory.solve.dispatch import solve_state_evolution
+from ..theory.model.state_evolution import Overlaps, SESolver
+from ..theory.branches.traces import (branch_point, branch_trace, continuation_settings, DEFAULT_RANGE, _range,
+                                      _trace_range)
 
 __all__ = ["theory_point", "rs_validity", "rs_breakdown", "fixed_point_near", "SOLVER_CHECK_RULES", "solver_checks",
            "pinned_profile", "prox_coverage"]
@@ -48,7 +49,7 @@ def theory_point(params: TaskParams, alpha: float, branch: str, solver=None, alp
     """The fixed point of ``branch`` at ``alpha`` (from its continuation trace), or the agnostic point where the
     branch does not exist there. Returns ``(SEResult, name of the fixed point used)``.
 
-    Inside the branch's range the point is Newton-solved from the trace (:func:`~attnlib.theory.traces.branch_point`);
+    Inside the branch's range the point is Newton-solved from the trace (:func:`~attnlib.theory.branches.traces.branch_point`);
     where Newton fails (near-ties of the proximal problem make the map rough at the edges) it is the
     interpolation of the trace's own fixed points, returned with ``converged=False``, never the agnostic point
     of another sector."""
@@ -126,7 +127,7 @@ def fixed_point_near(params: TaskParams, alpha: float, q: float, m: float, theta
     Newton's method (:func:`attnlib.newton_fixed_point`, which also finds fixed points that repel
     the iteration) on ``branch`` (default ``"free"``: ``m`` and ``theta`` both free; ``"positional"`` holds
     ``theta = 0``, ``"semantic"`` holds ``m = 0``), started at ``(q, m, theta)`` with the width ``V`` of the
-    agnostic point at ``alpha``. Returns the :class:`~attnlib.theory.state_evolution.SEResult` (``converged`` says
+    agnostic point at ``alpha``. Returns the :class:`~attnlib.theory.model.state_evolution.SEResult` (``converged`` says
     whether a fixed point was found; compare its overlaps with the start to see how near it is).
     """
     settings = continuation_settings(solver)
