@@ -36,7 +36,8 @@ from .theory.solve.accurate import AccurateFixedPoint, solve_accurately
 from .theory.solve.chord import solve_chord
 from .theory.model.general_model import GeneralOverlaps, GeneralResult, GeneralSolver
 from .theory.solve.general_state_evolution import solve_general
-from .theory.branches.general_thresholds import GeneralThreshold, general_threshold
+from .theory.branches.general_thresholds import general_threshold
+from .theory.branches.threshold import Threshold
 from .book.explorer import ExplorerView, draw_explorer, explorer_view, make_explorer
 from .book.explorer_grid import explorer_grid
 from .book.book_data import book_data_dir, book_data_path, use_book_data
@@ -64,7 +65,8 @@ from .finite_d.construction import accurate_pinned_profile, construction_table
 from .finite_d.data import make_teacher
 from .finite_d.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
 from .theory.model.general_model import general_default_start, general_nodes, general_test_error
-from .theory.branches.general_thresholds import NO_ROOT, distinct_branch
+from .theory.branches.general_thresholds import distinct_branch
+from .theory.branches.threshold import NO_ROOT
 from .theory.studies.sweeps import summarise_phase_diagram
 from .theory.branches.traces import continuation_settings
 from .theory.branches.pooled_end import agreement_end, pooled_end
@@ -75,7 +77,7 @@ from .parallel import run_jobs
 __all__ = [
     "__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "ConvergenceWarning", "CacheWarning", "Quadrature",
     "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution", "solve_accurately", "AccurateFixedPoint",
-    "solve_chord", "GeneralOverlaps", "GeneralResult", "GeneralSolver", "solve_general", "GeneralThreshold",
+    "solve_chord", "GeneralOverlaps", "GeneralResult", "GeneralSolver", "solve_general", "Threshold",
     "general_threshold", "linear_baseline_error", "test_error_from_overlaps", "teacher_student_fields",
     "attention_matrix", "softmax_rows", "teacher_attention", "teacher_diagonal", "solve_prox", "prox_objective",
     "ThresholdNotFound", "alpha_sweep", "branch_curvature", "critical_alpha", "linear_crossing_alpha", "branch_trace",

@@ -95,6 +95,17 @@ def imported_modules(path: Path, source: str | None = None) -> list[tuple[int, t
 SOURCES = sorted(PACKAGE.rglob("*.py"))
 
 
+def test_every_package_is_shipped():
+    """A non-editable install (a downloaded notebook's ``pip install attnlib @ git+...``) holds exactly the packages
+    that pyproject.toml lists: every folder of attnlib with an ``__init__.py`` must be there."""
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    found = {".".join(("attnlib", *p.parent.relative_to(PACKAGE).parts)) for p in PACKAGE.rglob("__init__.py")}
+    assert found <= listed, f"packages missing from pyproject.toml: {sorted(found - listed)}"
+
+
 def test_every_module_belongs_to_a_layer():
     for path in SOURCES:
         parts = module_parts(path)

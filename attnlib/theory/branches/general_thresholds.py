@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,11 +23,10 @@ from ...params import TaskParams, check_alpha, check_finite_scalar
 from ..model.general_model import GeneralSolver
 from ..solve.general_state_evolution import solve_general
 from ..model.generalisation import linear_baseline_error
+from .threshold import NO_ROOT, Threshold
 
-__all__ = ["GeneralThreshold", "general_threshold", "find_bracket", "distinct_branch", "NO_ROOT", "AT_ALPHA_C"]
+__all__ = ["general_threshold", "find_bracket", "distinct_branch", "NO_ROOT", "AT_ALPHA_C"]
 
-#: ``reason`` of a threshold whose function keeps one sign over the searched range (no root there)
-NO_ROOT = "no sign change"
 #: ``reason`` of an ``alpha_l`` equal to ``alpha_c``: the semantic branch beats the linear baseline as soon as it
 #: is the global minimum
 AT_ALPHA_C = "alpha_l = alpha_c"
@@ -36,47 +34,6 @@ AT_ALPHA_C = "alpha_l = alpha_c"
 FAILED_STEP_RETRIES = 2
 #: a branch's overlap below this fraction of its scale is the uninformed point, not the branch (``distinct_branch``)
 DISTINCT = 1e-2
-
-
-@dataclass(frozen=True)
-class GeneralThreshold:
-    """A threshold of the general state evolution, as :func:`general_threshold` returns it.
-
-    Attributes
-    ----------
-    name : str
-        ``"alpha_c"`` or ``"alpha_l"``.
-    alpha, err : float
-        The root and its error (half the last bracket plus the quadrature error of the root, added in
-        quadrature); NaN where the searched range holds no sign change (``reason`` starts with
-        ``NO_ROOT`` of ``attnlib.theory.branches.general_thresholds``; ``absent``).
-    bracket : tuple of float
-        The last bracket.
-    n_evals : int
-        Evaluations of the function.
-    converged : bool
-    reason : str
-    seconds : float
-    """
-
-    name: str
-    alpha: float
-    err: float
-    bracket: tuple
-    n_evals: int
-    converged: bool
-    reason: str
-    seconds: float
-
-    @property
-    def absent(self) -> bool:
-        """The function keeps one sign over the searched range: there is no threshold there (``alpha`` NaN)."""
-        return self.reason.startswith(NO_ROOT)
-
-    def as_row(self) -> dict:
-        return {"name": self.name, "alpha": self.alpha, "err": self.err, "bracket_lo": self.bracket[0],
-                "bracket_hi": self.bracket[1], "n_evals": self.n_evals, "converged": self.converged,
-                "reason": self.reason, "seconds": self.seconds}
 
 
 def distinct_branch(res) -> bool:
@@ -109,7 +66,7 @@ def _value(params, alpha, name, solver, eps_lin, alpha_c):
 def general_threshold(params: TaskParams, name: str, bracket: tuple | None = None,
                       solver: GeneralSolver | None = None, alpha_c: float | None = None, xtol: float = 2e-3,
                       max_evals: int = 10, use_cache: bool = True, guess: float | None = None,
-                      alpha_range: tuple = (0.1, 8.0), factor: float = 1.3) -> GeneralThreshold:
+                      alpha_range: tuple = (0.1, 8.0), factor: float = 1.3) -> Threshold:
     """The threshold ``alpha_c`` or ``alpha_l`` of the general state evolution for a rank-one student.
 
     ``alpha_c`` is the root of ``eps_t(semantic) - eps_t(positional)`` between the branches of
@@ -141,7 +98,7 @@ def general_threshold(params: TaskParams, name: str, bracket: tuple | None = Non
 
     Returns
     -------
-    GeneralThreshold
+    Threshold
         ``absent`` where the function keeps its sign over the range searched; for ``alpha_l`` with ``alpha_c``
         given, ``alpha = alpha_c`` (reason ``AT_ALPHA_C``) when the semantic branch is already below the
         linear baseline there.
@@ -168,11 +125,10 @@ def general_threshold(params: TaskParams, name: str, bracket: tuple | None = Non
         return _search(params, name, solver, alpha_c, xtol, max_evals, **search).as_row()
 
     if not use_cache:
-        return GeneralThreshold(**_unrow(compute()))
+        return Threshold.from_row(compute())
     from ...cache import cached
-    return GeneralThreshold(**_unrow(cached("general-threshold", compute, params=params, name=name,
-                                            solver=solver, alpha_c=alpha_c, xtol=xtol, max_evals=max_evals,
-                                            **search)))
+    return Threshold.from_row(cached("general-threshold", compute, params=params, name=name, solver=solver,
+                                     alpha_c=alpha_c, xtol=xtol, max_evals=max_evals, **search))
 
 
 def _check_range(alpha_range) -> tuple:
@@ -235,14 +191,8 @@ def find_bracket(f, guess: float, alpha_range: tuple, factor: float = 1.3):
         a, fa = b, fb
 
 
-def _unrow(row: dict) -> dict:
-    row = dict(row)
-    row["bracket"] = (row.pop("bracket_lo"), row.pop("bracket_hi"))
-    return row
-
-
 def _search(params, name, solver, alpha_c, xtol, max_evals, bracket=None, guess=None, alpha_range=None,
-            factor=None) -> GeneralThreshold:
+            factor=None) -> Threshold:
     t0 = time.perf_counter()
     eps_lin = linear_baseline_error(params) if name == "alpha_l" else None
 
@@ -253,8 +203,8 @@ def _search(params, name, solver, alpha_c, xtol, max_evals, bracket=None, guess=
         if not converged:
             warnings.warn(f"general_threshold: {name} (L={params.L}, omega={params.omega:g}): {reason}",
                           ConvergenceWarning, stacklevel=4)
-        return GeneralThreshold(name=name, alpha=alpha, err=err, bracket=(lo, hi), n_evals=n, converged=converged,
-                                reason=reason, seconds=time.perf_counter() - t0)
+        return Threshold(name=name, alpha=alpha, err=err, bracket=(lo, hi), n_evals=n, converged=converged,
+                         reason=reason, seconds=time.perf_counter() - t0)
 
     n = 0
     if bracket is None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,10 +35,11 @@ from ..solve.chord import CHORD_ORDER
 from .continuation import BranchTrace
 from ..model.generalisation import linear_baseline_error
 from .pooled_end import pooled_point, pooled_seeds
+from .threshold import Threshold
 from .thresholds import critical_alpha, linear_crossing_alpha
 from .traces import DEFAULT_RANGE, _interp, _range, _trace_range, branch_trace, continuation_settings
 
-__all__ = ["PooledThreshold", "pooled_root", "pooled_thresholds", "phase_thresholds", "THRESHOLD_XTOL",
+__all__ = ["pooled_root", "pooled_thresholds", "phase_thresholds", "THRESHOLD_XTOL",
            "THRESHOLD_MAX_EVALS"]
 
 #: Step (in ``log alpha``) below which the root search stops.
@@ -50,40 +50,6 @@ THRESHOLD_MAX_EVALS = 8
 THRESHOLD_COLLAPSE = 0.5
 
 
-@dataclass(frozen=True)
-class PooledThreshold:
-    """A threshold under the pooled rule (:func:`pooled_root`).
-
-    Attributes
-    ----------
-    name : str
-        ``"alpha_c"`` or ``"alpha_l"``.
-    alpha : float
-        The root; NaN where none was found (``reason`` says why).
-    err : float
-        Its quadrature error: the standard error of the function at the root divided by the slope (NaN without
-        a root).
-    start : float
-        The continuation's value the search started from.
-    n_evals : int
-        Evaluations of the function (fixed points solved: one or two per evaluation).
-    converged : bool
-        Whether the last step was below ``xtol`` or below ``err``.
-    reason : str
-        Empty when converged; otherwise what stopped the search.
-    seconds : float
-    """
-
-    name: str
-    alpha: float
-    err: float
-    start: float
-    n_evals: int
-    converged: bool
-    reason: str
-    seconds: float
-
-
 def _fixed_point(params, alpha, branch, trace: BranchTrace, seeds, order):
     """The pooled fixed point of ``branch`` at ``alpha`` from the trace's nearest point, and whether the branch
     is found there (converged, defining overlap above the floor and at least half of the trace's)."""
@@ -91,7 +57,7 @@ def _fixed_point(params, alpha, branch, trace: BranchTrace, seeds, order):
 
 
 def pooled_root(params: TaskParams, name: str, start: float, slope: float, value, interval: tuple,
-                xtol: float = THRESHOLD_XTOL, max_evals: int = THRESHOLD_MAX_EVALS) -> PooledThreshold:
+                xtol: float = THRESHOLD_XTOL, max_evals: int = THRESHOLD_MAX_EVALS) -> Threshold:
     """The root of ``value`` near ``start`` by a Newton step with ``slope``, then secant steps, in ``log alpha``.
 
     Parameters
@@ -115,7 +81,7 @@ def pooled_root(params: TaskParams, name: str, start: float, slope: float, value
 
     Returns
     -------
-    PooledThreshold
+    Threshold
         ``converged=False`` with a :class:`~attnlib.exceptions.ConvergenceWarning` when no root was found.
     """
     t0 = time.perf_counter()
@@ -144,15 +110,16 @@ def pooled_root(params: TaskParams, name: str, start: float, slope: float, value
         err = abs(f_err / s)
         if abs(dx) < max(xtol, err):
             x += dx
-            return PooledThreshold(name, math.exp(x), math.exp(x) * err, start, n, True, "",
-                                   time.perf_counter() - t0)
+            return Threshold(name=name, alpha=math.exp(x), err=math.exp(x) * err, start=start, n_evals=n,
+                             converged=True, reason="", seconds=time.perf_counter() - t0)
         if n >= max_evals:
             reason = f"no convergence in {max_evals} evaluations (last step {dx:.2g} in log alpha)"
             break
         x += dx
     warnings.warn(f"pooled {name} (omega={params.omega:g}): {reason}; started from {start:.5g}",
                   ConvergenceWarning, stacklevel=2)
-    return PooledThreshold(name, math.nan, math.nan, start, n, False, reason, time.perf_counter() - t0)
+    return Threshold(name=name, alpha=math.nan, err=math.nan, start=start, n_evals=n, converged=False, reason=reason,
+                     seconds=time.perf_counter() - t0)
 
 
 def _gap_slope(sem: BranchTrace, pos: BranchTrace, alpha: float, column: str, eps_lin: float | None = None,
@@ -209,7 +176,7 @@ def pooled_thresholds(params: TaskParams, sem: BranchTrace, pos: BranchTrace, al
             return None
         return s.train_loss - p.train_loss, math.hypot(s.stderr["train_loss"], p.stderr["train_loss"])
 
-    def record(name, res: PooledThreshold | None, reason=""):
+    def record(name, res: Threshold | None, reason=""):
         out[name] = res.alpha if res is not None else math.nan
         out[f"{name}_err"] = res.err if res is not None else math.nan
         out[f"{name}_evals"] = res.n_evals if res is not None else 0
