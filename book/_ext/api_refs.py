@@ -9,7 +9,7 @@ show as code that links nowhere. On ``missing-reference`` of the Python domain t
 * links a reference to the public entry of the same object (its short name is in ``attnlib.__all__`` or
   ``attnlib.book.__all__``, and the target, where it can be imported, is that very object);
 * shows a reference to an object that exists but has no entry (an internal helper, a module, a name of numpy or
-  joblib) as plain code, not as a cross-reference;
+  joblib) as plain code, not as a cross-reference (an internal ``attnlib`` path by its last name only);
 * leaves every other reference unresolved (a misspelt or removed name), so that the book's tests still find it.
 """
 from __future__ import annotations
@@ -80,7 +80,10 @@ def missing_reference(app: Sphinx, env, node, contnode):
         if resolved is not None:
             return resolved
     if lookup(target, modname) is not _MISSING:
-        return nodes.literal(contnode.astext(), contnode.astext())
+        text = contnode.astext()
+        if text.startswith("attnlib."):          # an internal path: a reader cannot import it, its name suffices
+            text = text.rsplit(".", 1)[-1]
+        return nodes.literal(text, text)
     return None
 
 
