@@ -22,14 +22,13 @@ import platform
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from ._version import __version__
-from .exceptions import CacheWarning
+from .exceptions import CacheWarning, warn_caller
 
 __all__ = ["library_fingerprint", "cache_dir", "cache_key", "cached", "load_cached", "store_cached", "provenance"]
 
@@ -159,7 +158,7 @@ def load_cached(key: str, default: Any = _MISSING) -> Any:
             raise ValueError("checksum mismatch")
         return json.loads(payload)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        warnings.warn(f"corrupt cache file {target} ({exc}); recomputing", CacheWarning, stacklevel=2)
+        warn_caller(f"corrupt cache file {target} ({exc}); recomputing", CacheWarning)
         try:
             target.unlink()
         except OSError:

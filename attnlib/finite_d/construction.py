@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
 from ..cache import cached
-from ..exceptions import ConvergenceWarning
+from ..exceptions import warn_caller
 from ..parallel import run_jobs
 from ..params import TaskParams, check_alpha, check_finite_scalar, check_int, check_positive
 from .arbiter import extrapolate_inverse_d
@@ -111,7 +110,7 @@ def pinned_lbfgs(objective: ERMObjective, u: np.ndarray, value, Q0, grad_tol: fl
     converged = bool(np.isfinite(v)) and gnorm <= grad_tol
     message = f"{res.message} ; projected gradient norm {gnorm:.3g} vs tolerance {grad_tol:.3g} after {res.nit} iterations"
     if not converged and warn:
-        warnings.warn(f"pinned L-BFGS did not converge: {message}", ConvergenceWarning, stacklevel=2)
+        warn_caller(f"pinned L-BFGS did not converge: {message}")
     return GDResult(Q=Q, value=float(v), grad_norm=gnorm, n_iter=int(res.nit),
                     n_evaluations=objective.n_evaluations - n0, converged=converged, message=str(message))
 

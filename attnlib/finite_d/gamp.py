@@ -66,14 +66,13 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..theory.model.attention import output_loss_derivatives
 from .data import draw_samples, make_teacher, seed_streams
-from ..exceptions import ConvergenceWarning
+from ..exceptions import warn_caller
 from ..theory.model.generalisation import POSITION_SIGNS
 from ..params import TaskParams, check_alpha, check_int, check_finite_scalar
 from ..theory.model.proximal import PROX_MODES, solve_prox
@@ -490,8 +489,7 @@ def run_gamp(params: TaskParams, d: int, alpha: float, start="semantic", seed: i
     grad_norm = _surrogate_grad_norm(data, Q)
     if not converged and warn:
         why = failure or f"relative change {residual:.3g} > tol {tol:g} after {it} iterations"
-        warnings.warn(f"GAMP did not converge (d={d}, alpha={alpha:g}): {why}", ConvergenceWarning,
-                      stacklevel=2)
+        warn_caller(f"GAMP did not converge (d={d}, alpha={alpha:g}): {why}")
     return GAMPResult(params=params, d=d, n=n, alpha=alpha, seed=seed, m=np.array(ms), theta=np.array(ths),
                       q=np.array(qs), V=np.array(Vs), m_hat=np.array(m_hats), V_hat=np.array(V_hats), Q=Q,
                       converged=converged, n_iter=it, residual=residual, grad_norm=grad_norm,

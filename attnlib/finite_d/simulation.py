@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -59,7 +58,7 @@ from scipy.special import expit
 
 from .data import (Samples, Teacher, _resolve_L, iter_sample_chunks, make_teacher, draw_samples, seed_streams,
                    softmax_rows)
-from ..exceptions import ConvergenceWarning
+from ..exceptions import warn_caller
 from ..theory.model.attention import output_loss, teacher_diagonal
 from ..theory.model.general_model import principal_position_direction
 from ..theory.model.generalisation import teacher_student_fields, test_error_from_overlaps
@@ -344,7 +343,7 @@ def gradient_descent(objective: ERMObjective, Q0, lr: float = 0.15, steps: int =
     message = (f"gradient norm {gnorm:.3g} {'<=' if converged else '>'} tolerance {grad_tol:.3g} after "
                f"{n_iter} steps" if finite else f"diverged (non-finite Q) after {n_iter} steps")
     if not converged and warn:
-        warnings.warn(f"gradient descent did not converge: {message}", ConvergenceWarning, stacklevel=2)
+        warn_caller(f"gradient descent did not converge: {message}")
     return GDResult(Q=Q, value=float(value), grad_norm=float(gnorm), n_iter=n_iter,
                     n_evaluations=n_iter + int(finite), converged=converged, message=message)
 
@@ -377,7 +376,7 @@ def minimize_lbfgs(objective: ERMObjective, Q0, grad_tol: float = DEFAULT_GRAD_T
     converged = bool(np.isfinite(value)) and gnorm <= grad_tol
     message = f"{res.message} ; gradient norm {gnorm:.3g} vs tolerance {grad_tol:.3g} after {res.nit} iterations"
     if not converged and warn:
-        warnings.warn(f"L-BFGS did not converge: {message}", ConvergenceWarning, stacklevel=2)
+        warn_caller(f"L-BFGS did not converge: {message}")
     return GDResult(Q=Q, value=float(value), grad_norm=float(gnorm), n_iter=int(res.nit),
                     n_evaluations=objective.n_evaluations - n0, converged=converged, message=str(message))
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from ...exceptions import ConvergenceWarning
+from ...exceptions import ConvergenceWarning, warn_caller
 from ...params import TaskParams, check_alpha
 from ..solve.newton import VANISH_FLOOR, Continuation, FixedPointMap, defining_overlap, newton_fixed_point
 from ..model.state_evolution import Overlaps, SEResult
@@ -171,8 +171,8 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
                 continue
         if step is None:
             end = BranchEnd("lost", math.exp(z[k]), f"corrector failed at the smallest step {settings.ds_min:g}")
-            warnings.warn(f"continuation of the {branch} branch lost at alpha={math.exp(z[k]):.4g} "
-                          f"(omega={params.omega:g})", ConvergenceWarning, stacklevel=2)
+            warn_caller(f"continuation of the {branch} branch lost at alpha={math.exp(z[k]):.4g} "
+                        f"(omega={params.omega:g})")
             break
         z_new, r, _, n_newton = step
         tau_new, J_new, since_fresh = _next_tangent(fmap, step, tau, since_fresh, settings)
@@ -197,8 +197,7 @@ def continue_branch(params: TaskParams, branch: str, start: SEResult, direction:
         ds = _next_step_size(ds, n_newton, settings)
     else:
         end = BranchEnd("lost", math.exp(z[k]), f"max_steps={settings.max_steps} reached")
-        warnings.warn(f"continuation of the {branch} branch stopped after max_steps={settings.max_steps}",
-                      ConvergenceWarning, stacklevel=2)
+        warn_caller(f"continuation of the {branch} branch stopped after max_steps={settings.max_steps}")
     return points, fold.settle(points, end, past_fold)
 
 

@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from ...exceptions import ConvergenceWarning
+from ...exceptions import ConvergenceWarning, warn_caller
 from ...params import TaskParams, check_alpha, check_finite_scalar
 from ..model.general_model import GeneralSolver
 from ..solve.general_state_evolution import solve_general
@@ -201,8 +201,7 @@ def _search(params, name, solver, alpha_c, xtol, max_evals, bracket=None, guess=
 
     def result(alpha, err, converged, reason, lo, hi, n):
         if not converged:
-            warnings.warn(f"general_threshold: {name} (L={params.L}, omega={params.omega:g}): {reason}",
-                          ConvergenceWarning, stacklevel=4)
+            warn_caller(f"general_threshold: {name} (L={params.L}, omega={params.omega:g}): {reason}")
         return Threshold(name=name, alpha=alpha, err=err, bracket=(lo, hi), n_evals=n, converged=converged,
                          reason=reason, seconds=time.perf_counter() - t0)
 

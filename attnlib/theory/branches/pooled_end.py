@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...cache import cached
-from ...exceptions import ConvergenceWarning
+from ...exceptions import ConvergenceWarning, warn_caller
 from ...params import TaskParams, check_alpha, check_finite_scalar, check_int
 from ..solve.chord import CHORD_ORDER, CHORD_SEEDS, solve_chord
 from .continuation import BranchTrace
@@ -238,8 +238,8 @@ def pooled_end(params: TaskParams, branch: str, side: str, alpha0: float, start:
 
     def result(alpha, kind, bracket, overlap, converged):
         if not converged:
-            warnings.warn(f"pooled_end: no {side} end of the {branch} branch bracketed from alpha0={alpha0:g} "
-                          f"(omega={params.omega:g}; {kind})", ConvergenceWarning, stacklevel=3)
+            warn_caller(f"pooled_end: no {side} end of the {branch} branch bracketed from alpha0={alpha0:g} "
+                        f"(omega={params.omega:g}; {kind})")
         return PooledEnd(branch=branch, side=side, alpha=alpha, kind=kind if converged else "lost",
                          bracket=bracket, overlap=overlap, train_loss=math.nan, seeds=seeds, order=int(order),
                          n_solves=n_solves, converged=converged, seconds=time.perf_counter() - t0)
@@ -656,8 +656,8 @@ def agreement_end(params: TaskParams, branch: str, side: str, trace: BranchTrace
         end = math.sqrt(a_in * a_out)
     else:
         end = math.nan if a_in is None else a_in
-        warnings.warn(f"agreement_end: no {side} end of the {branch} branch bracketed (omega={params.omega:g}; "
-                      f"{why})", ConvergenceWarning, stacklevel=2)
+        warn_caller(f"agreement_end: no {side} end of the {branch} branch bracketed (omega={params.omega:g}; "
+                    f"{why})")
     kind = "range" if why == "range" else "agreement" if converged else "lost"
     return PooledEnd(branch=branch, side=side, alpha=float(end), kind=kind,
                      bracket=tuple(float(b) for b in bracket),

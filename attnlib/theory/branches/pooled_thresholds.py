@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from ...cache import cached
-from ...exceptions import ConvergenceWarning, ThresholdNotFound
+from ...exceptions import ConvergenceWarning, ThresholdNotFound, warn_caller
 from ...params import TaskParams
 from ..solve.chord import CHORD_ORDER
 from .continuation import BranchTrace
@@ -116,8 +116,7 @@ def pooled_root(params: TaskParams, name: str, start: float, slope: float, value
             reason = f"no convergence in {max_evals} evaluations (last step {dx:.2g} in log alpha)"
             break
         x += dx
-    warnings.warn(f"pooled {name} (omega={params.omega:g}): {reason}; started from {start:.5g}",
-                  ConvergenceWarning, stacklevel=2)
+    warn_caller(f"pooled {name} (omega={params.omega:g}): {reason}; started from {start:.5g}")
     return Threshold(name=name, alpha=math.nan, err=math.nan, start=start, n_evals=n, converged=False, reason=reason,
                      seconds=time.perf_counter() - t0)
 

@@ -13,13 +13,12 @@ range; the ``REASON_*`` templates are those reasons.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from scipy.optimize import brentq
 
 from ...cache import cached
-from ...exceptions import ConvergenceWarning, ThresholdNotFound
+from ...exceptions import ThresholdNotFound, warn_caller
 from ...params import TaskParams
 from .continuation import BranchTrace
 from ..solve.newton import FixedPointMap
@@ -125,8 +124,8 @@ def critical_alpha(params: TaskParams, solver=None, alphas=None, xtol: float = 1
         except ValueError:  # the refined ends lost the sign change: keep the interpolated root
             ga, gb = gap[list(grid).index(a)], gap[list(grid).index(b)]
             value = a + (b - a) * ga / (ga - gb)
-            warnings.warn(f"alpha_c: Newton-solved gap lost its sign change on [{a:.4g}, {b:.4g}]; "
-                          f"interpolated root {value:.5g}", ConvergenceWarning, stacklevel=3)
+            warn_caller(f"alpha_c: Newton-solved gap lost its sign change on [{a:.4g}, {b:.4g}]; "
+                        f"interpolated root {value:.5g}")
         return {"value": value, "reason": ""}
 
     out = cached("alpha-c", compute, use_cache=use_cache, params=params, settings=settings, alpha_range=(lo, hi),

@@ -18,10 +18,9 @@ as at ``omega = 0``, ``alpha = 0.55``) the rule is doubled, up to ``2**19`` poin
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass, field, replace
 
-from ...exceptions import ConvergenceWarning
+from ...exceptions import warn_caller
 from ...params import TaskParams, check_alpha, check_finite_scalar, check_int, check_seeds
 from ..model.quadrature import Quadrature, scrambling_mean
 from ..model.state_evolution import BRANCHES, Overlaps, SESolver
@@ -200,9 +199,8 @@ def solve_accurately(params: TaskParams, alpha: float, branch: str = "semantic",
         start = Overlaps(mean["q"], mean["m"], mean["V"], mean["theta"])
     precise = worst <= rtol
     if not precise:
-        warnings.warn(f"solve_accurately: relative standard error {worst:.2g} > rtol {rtol:g} with 2^{order} "
-                      f"points (branch={branch}, alpha={alpha:g}, omega={params.omega:g}); raise max_order",
-                      ConvergenceWarning, stacklevel=2)
+        warn_caller(f"solve_accurately: relative standard error {worst:.2g} > rtol {rtol:g} with 2^{order} "
+                    f"points (branch={branch}, alpha={alpha:g}, omega={params.omega:g}); raise max_order")
     return AccurateFixedPoint(params=params, alpha=alpha, branch=branch, mean=mean, stderr=stderr,
                               runs=tuple(runs), seeds=seeds, order=int(order),
                               converged=all(r.converged for r in runs), precise=precise,

@@ -32,7 +32,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ...cache import cache_key
-from ...exceptions import ConvergenceWarning
+from ...exceptions import ConvergenceWarning, warn_caller
 from ...params import TaskParams, check_finite_scalar, check_int
 from .accurate import ACCURATE_FIELDS, ACCURATE_RTOL, AccurateFixedPoint, check_rule_arguments
 from .differences import central_jacobian
@@ -344,10 +344,10 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     precise = converged and worst <= rtol
     where = f"branch={branch}, alpha={alpha:g}, omega={params.omega:g}"
     if not converged:
-        warnings.warn(f"solve_chord did not converge ({where}): {failure}", ConvergenceWarning, stacklevel=2)
+        warn_caller(f"solve_chord did not converge ({where}): {failure}")
     elif not precise:
-        warnings.warn(f"solve_chord: relative standard error {worst:.2g} > rtol {rtol:g} with {len(seeds)} x "
-                      f"2^{order} points ({where}); raise max_order", ConvergenceWarning, stacklevel=2)
+        warn_caller(f"solve_chord: relative standard error {worst:.2g} > rtol {rtol:g} with {len(seeds)} x "
+                    f"2^{order} points ({where}); raise max_order")
     fp = AccurateFixedPoint(params=params, alpha=alpha, branch=branch, mean=mean, stderr=stderr, runs=(),
                             seeds=seeds, order=int(order), converged=converged, precise=precise,
                             seconds=time.perf_counter() - t0)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 
 import numpy as np
 
-from ...exceptions import ConvergenceWarning
+from ...exceptions import warn_caller
 from ...params import TaskParams, check_alpha, check_int
 from .general_chord import chord_fixed_point, map_jacobian
 from ..model.general_model import (MAX_L, MAX_RANK, GeneralOverlaps, GeneralResult, GeneralSolver, _alignment,
@@ -211,8 +210,8 @@ def solve_general(params: TaskParams, alpha: float, branch: str = "semantic", ra
         what = ("a scrambling's iteration did not converge" if not converged
                 else "a scrambling's fixed point has a negative training loss (unphysical)" if not physical
                 else f"the relative standard error is above {solver.precision:g} at 2^{order} points")
-        warnings.warn(f"solve_general: {what} (L={L}, rank={rank}, {branch}, alpha={alpha:g}, "
-                      f"omega={params.omega:g})", ConvergenceWarning, stacklevel=2)
+        warn_caller(f"solve_general: {what} (L={L}, rank={rank}, {branch}, alpha={alpha:g}, "
+                    f"omega={params.omega:g})")
     return GeneralResult(
         params=params, alpha=alpha, branch=branch, rank=rank, q=mean["q"], M=mean["M"], V=mean["V"],
         theta=mean["theta"], q_hat=mean["q_hat"], G_hat=mean["G_hat"], V_hat=mean["V_hat"],

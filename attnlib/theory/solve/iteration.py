@@ -9,12 +9,11 @@ explicit single rule; the continuation, the branch followers and the traces call
 from __future__ import annotations
 
 import time
-import warnings
 from typing import NamedTuple
 
 import numpy as np
 
-from ...exceptions import ConvergenceWarning
+from ...exceptions import warn_caller
 from ...params import TaskParams, check_alpha
 from ..model.generalisation import test_error_from_overlaps
 from ..model.state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy, _hold,
@@ -48,8 +47,8 @@ def iterate_state_evolution(params: TaskParams, alpha: float, branch: str = "sem
     result = _fixed_point_result(params, alpha, branch, out, pinned, record_history, t0, solver.quadrature.label)
     if not out.converged:
         why = out.failure or f"residual {out.residuals[-1]:.2e} > tol {solver.tol:g} after {out.n_iter} iterations"
-        warnings.warn(f"state evolution did not converge (branch={branch}, alpha={alpha:g}, "
-                      f"omega={params.omega:g}): {why}", ConvergenceWarning, stacklevel=2)
+        warn_caller(f"state evolution did not converge (branch={branch}, alpha={alpha:g}, "
+                    f"omega={params.omega:g}): {why}")
     return result
 
 

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...exceptions import ConvergenceWarning
+from ...exceptions import warn_caller
 from ...params import TaskParams, check_alpha, check_finite_scalar, check_positive
 from ..model.generalisation import test_error_from_overlaps
 from ..model.state_evolution import (BRANCHES, Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy,
@@ -325,8 +324,8 @@ def newton_fixed_point(params: TaskParams, alpha: float, branch: str, start: Ove
     res = float(np.max(np.abs(r)))
     converged = res < settings.tol
     if not converged:
-        warnings.warn(f"Newton did not converge (branch={branch}, alpha={alpha:g}, omega={params.omega:g}): "
-                      f"residual {res:.2e} > tol {settings.tol:g}", ConvergenceWarning, stacklevel=2)
+        warn_caller(f"Newton did not converge (branch={branch}, alpha={alpha:g}, omega={params.omega:g}): "
+                    f"residual {res:.2e} > tol {settings.tol:g}")
     return fmap.result(u, t, res, converged, it, time.perf_counter() - t0)
 
 

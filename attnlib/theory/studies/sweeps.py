@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ...cache import cached
-from ...exceptions import ConvergenceWarning, ThresholdNotFound
+from ...exceptions import ConvergenceWarning, ThresholdNotFound, warn_caller
 from ...parallel import run_jobs
 from ...params import TaskParams
 from ..solve.branch_points import follow_branch
@@ -63,8 +63,7 @@ def branch_curve(params: TaskParams, alphas, branch: str, solver: SESolver | Non
         if res.converged:
             start = res.overlaps
         else:
-            warnings.warn(f"{branch} branch did not converge at alpha={a:g} (omega={params.omega:g})",
-                          ConvergenceWarning, stacklevel=2)
+            warn_caller(f"{branch} branch did not converge at alpha={a:g} (omega={params.omega:g})")
         out.append(res)
     return out
 
