@@ -1,7 +1,8 @@
-"""Shared helper of the book tests: the pages listed in the table of contents."""
+"""Shared helpers of the book tests: the pages listed in the table of contents, and the code of a page."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -36,3 +37,9 @@ def built_toc() -> Path:
 def built_toc_files() -> list[str]:
     """The pages of :func:`built_toc`, in order."""
     return toc_files(built_toc())
+
+
+def code_cells(path: Path) -> str:
+    """The code of the MyST page at ``path``: its ``{code-cell}`` blocks, joined."""
+    text = Path(path).read_text()
+    return "\n".join(re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.S | re.M))

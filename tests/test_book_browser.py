@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 import pytest
-from book_toc import built_toc_files, toc_files
+from book_toc import built_toc_files, code_cells, toc_files
 from conftest import BOOK, KNOWN_JS_ERRORS, ROOT, SHOTS
 
 BINDER_PREFIX = "https://mybinder.org/v2/gh/attnlib/attention-phase-transition/main?urlpath=lab/tree/book/"
@@ -50,11 +50,6 @@ def has_math(name: str) -> bool:
     return bool(re.search(r"\$[^$\n]+\$|\$\$|\{math\}|\\begin\{", text))
 
 
-def code_cells(name: str) -> str:
-    text = (BOOK / f"{name}.md").read_text()
-    return "\n".join(re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.S | re.M))
-
-
 def is_notebook(name: str) -> bool:
     """Is the page a notebook (Jupytext front matter with a kernelspec)? The theme gives launch buttons (Binder,
     Thebe) to notebooks only; plain MyST pages (the references, the API reference built from the docstrings,
@@ -66,7 +61,8 @@ def is_notebook(name: str) -> bool:
 
 def expects_figure(name: str) -> bool:
     """A page whose code cells draw with matplotlib must show at least one image."""
-    return bool(re.search(r"\bplt\.(plot|subplots|figure|show|imshow|scatter)\b|\.plot\(", code_cells(name)))
+    code = code_cells(BOOK / f"{name}.md")
+    return bool(re.search(r"\bplt\.(plot|subplots|figure|show|imshow|scatter)\b|\.plot\(", code))
 
 
 def test_build_has_no_sphinx_warnings(built_book: Path) -> None:

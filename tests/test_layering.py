@@ -14,10 +14,10 @@ The chapters, the scripts and the benchmarks import public names only: from ``at
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import pytest
+from book_toc import code_cells
 
 PACKAGE = Path(__file__).resolve().parents[1] / "attnlib"
 SHARED = ("params", "cache", "parallel", "exceptions", "_version")
@@ -267,10 +267,7 @@ INTERNAL_BENCHMARKS = {
 
 def _code_of(path: Path) -> str:
     """The Python of a script, or the code cells of a MyST chapter."""
-    text = path.read_text()
-    if path.suffix == ".md":
-        return "\n".join(re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", text, flags=re.S | re.M))
-    return text
+    return code_cells(path) if path.suffix == ".md" else path.read_text()
 
 
 def imported_from(code: str) -> set[str]:

@@ -15,6 +15,7 @@ show as code that links nowhere. On ``missing-reference`` of the Python domain t
 from __future__ import annotations
 
 import importlib
+import sys
 
 from docutils import nodes
 from sphinx.application import Sphinx
@@ -29,7 +30,6 @@ def lookup(target: str, modname: str | None = None):
     none."""
     found = _lookup_dotted(target, modname)
     if found is _MISSING and "." not in target:
-        import sys
         hits = {id(vars(m)[target]): vars(m)[target] for name, m in list(sys.modules.items())
                 if name.startswith("attnlib.") and m is not None and target in vars(m)}
         if len(hits) == 1:
@@ -56,10 +56,10 @@ def _lookup_dotted(target: str, modname: str | None):
     return _MISSING
 
 
-def public_name(target: str, modname: str | None = None) -> str | None:
-    """``attnlib.<name>`` or ``attnlib.book.<name>`` where ``target`` names a public object, else None."""
+def public_name(target: str, found) -> str | None:
+    """``attnlib.<name>`` or ``attnlib.book.<name>`` where ``target`` names a public object (``found``, what
+    :func:`lookup` finds for it, is that object or ``_MISSING``), else None."""
     short = target.rsplit(".", 1)[-1]
-    found = lookup(target, modname)
     for space in PUBLIC:
         module = importlib.import_module(space)
         if short in getattr(module, "__all__", ()):
@@ -72,14 +72,15 @@ def public_name(target: str, modname: str | None = None) -> str | None:
 def missing_reference(app: Sphinx, env, node, contnode):
     if node.get("refdomain") != "py":
         return None
-    target, modname = node["reftarget"], node.get("py:module")
-    name = public_name(target, modname)
+    target = node["reftarget"]
+    found = lookup(target, node.get("py:module"))
+    name = public_name(target, found)
     if name is not None and name != target:
         domain = env.get_domain("py")
         resolved = domain.resolve_xref(env, node["refdoc"], app.builder, "obj", name, node, contnode)
         if resolved is not None:
             return resolved
-    if lookup(target, modname) is not _MISSING:
+    if found is not _MISSING:
         text = contnode.astext()
         if text.startswith("attnlib."):          # an internal path: a reader cannot import it, its name suffices
             text = text.rsplit(".", 1)[-1]
