@@ -28,7 +28,7 @@ from .exceptions import CacheWarning, ConvergenceWarning
 from .theory.model.generalisation import linear_baseline_error, teacher_student_fields, test_error_from_overlaps
 from .theory.model.attention import attention_matrix, softmax_rows, teacher_attention, teacher_diagonal
 from .theory.model.proximal import prox_objective, solve_prox
-from .params import ALTERNATIVE_A, STANDARD_A, TaskParams
+from .params import ALTERNATIVE_A, DOMAIN, STANDARD_A, TaskParams
 from .theory.model.quadrature import Quadrature
 from .theory.solve.dispatch import solve_state_evolution
 from .theory.model.state_evolution import BRANCHES, Overlaps, SEResult, SESolver
@@ -65,6 +65,8 @@ from .finite_d.construction import accurate_pinned_profile, construction_table
 from .finite_d.data import make_teacher
 from .finite_d.validity import fixed_point_near, pinned_profile, prox_coverage, rs_validity, solver_checks
 from .theory.model.general_model import general_default_start, general_nodes, general_test_error
+from .theory.model.status import STATUSES, branch_status
+from .theory.model.population import PopulationMinimum, population_minimum
 from .theory.branches.general_thresholds import distinct_branch
 from .theory.branches.threshold import NO_ROOT
 from .theory.studies.sweeps import summarise_phase_diagram
@@ -75,7 +77,8 @@ from .cache import library_fingerprint, provenance
 from .parallel import run_jobs
 
 __all__ = [
-    "__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "ConvergenceWarning", "CacheWarning", "Quadrature",
+    "__version__", "TaskParams", "STANDARD_A", "ALTERNATIVE_A", "DOMAIN", "ConvergenceWarning", "CacheWarning",
+    "Quadrature", "STATUSES", "branch_status", "PopulationMinimum", "population_minimum",
     "Overlaps", "SEResult", "SESolver", "BRANCHES", "solve_state_evolution", "solve_accurately", "AccurateFixedPoint",
     "solve_chord", "GeneralOverlaps", "GeneralResult", "GeneralSolver", "solve_general", "Threshold",
     "general_threshold", "linear_baseline_error", "test_error_from_overlaps", "teacher_student_fields",

@@ -17,10 +17,18 @@ STANDARD_A = ((0.6, 0.4), (0.4, 0.6))
 #: The paper's alternative (not token-swap symmetric) positional matrix.
 ALTERNATIVE_A = ((0.3, 0.7), (0.8, 0.2))
 
+#: The domain over which every call of the two-token state evolution is verified to return a fixed point on the
+#: requested branch, a "branch absent" verdict or a flagged non-convergence (``tests/test_domain.py``,
+#: ``benchmarks/bench_domain.py``): closed intervals of ``sigma``, ``lambda``, ``omega``, ``alpha`` and of every
+#: entry of a row-stochastic ``A`` (``L = 2``). Values outside it are valid input, not verified.
+DOMAIN = {"sigma": (0.1, 3.0), "lam": (1e-4, 10.0), "omega": (0.0, 1.0), "alpha": (0.05, 1000.0),
+          "A_entry": (0.02, 0.98)}
+
 __all__ = [
     "TaskParams",
     "STANDARD_A",
     "ALTERNATIVE_A",
+    "DOMAIN",
     "check_int",
     "check_finite_scalar",
     "check_positive",

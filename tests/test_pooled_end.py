@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from attnlib import TaskParams, solve_state_evolution
-from attnlib.theory.solve.newton import VANISH_FLOOR, Continuation, FixedPointMap
+from attnlib.theory.solve.newton import Continuation, FixedPointMap
+from attnlib.theory.model.status import VANISH_FLOOR
 from attnlib.theory.branches.pooled_end import (AGREEMENT_ORDER, AGREEMENT_RESOLUTION, END_AGREEMENT, _bracket_end,
                                                 agreement_end, agreement_seeds, pooled_end, pooled_point, pooled_seeds)
 from attnlib.theory.branches.traces import continuation_settings

@@ -21,6 +21,7 @@ import pandas as pd
 from ..params import STANDARD_A, TaskParams
 from ..theory.solve.dispatch import solve_state_evolution
 from ..theory.model.state_evolution import SESolver
+from ..theory.model.status import VANISH_FLOOR
 from .book_data import book_data_dir
 
 __all__ = ["PHASE_TABLE_CSV", "PHASE_TABLE_PARAMS", "END_KINDS", "END_COLUMNS", "LINE_COLUMNS", "ABSENT_BELOW", "BRANCHES",
@@ -41,7 +42,7 @@ LINE_COLUMNS = ("alpha_c", "alpha_l", "semantic_end", "positional_end")
 END_COLUMNS = {"semantic_lower_alpha", "positional_upper_alpha", "positional_upper_kind"}
 #: A branch whose defining overlap (``theta`` semantic, ``m`` positional) is below this times ``rho`` has
 #: merged with the uninformed fixed point: the branch is not there, whatever the table says.
-ABSENT_BELOW = 1e-3
+ABSENT_BELOW = VANISH_FLOOR
 
 BRANCHES = ("semantic", "positional")
 

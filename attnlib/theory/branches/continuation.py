@@ -47,7 +47,8 @@ import pandas as pd
 
 from ...exceptions import ConvergenceWarning, warn_caller
 from ...params import TaskParams, check_alpha
-from ..solve.newton import VANISH_FLOOR, Continuation, FixedPointMap, defining_overlap, newton_fixed_point
+from ..solve.newton import Continuation, FixedPointMap, newton_fixed_point
+from ..model.status import VANISH_FLOOR, defining_overlap
 from ..model.state_evolution import Overlaps, SEResult
 from ..solve.iteration import iterate_state_evolution
 

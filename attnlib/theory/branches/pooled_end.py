@@ -54,7 +54,7 @@ from ...exceptions import ConvergenceWarning, warn_caller
 from ...params import TaskParams, check_alpha, check_finite_scalar, check_int
 from ..solve.chord import CHORD_ORDER, CHORD_SEEDS, solve_chord
 from .continuation import BranchTrace
-from ..solve.newton import VANISH_FLOOR, defining_overlap
+from ..model.status import VANISH_FLOOR, defining_overlap
 from ..model.state_evolution import Overlaps
 from .traces import DEFAULT_RANGE, _range, _trace_range, branch_trace, continuation_settings
 

@@ -18,7 +18,8 @@ from ...cache import cached
 from ...exceptions import ConvergenceWarning
 from ...params import TaskParams, check_alpha
 from .continuation import BranchEnd, BranchTrace, trace_branch
-from ..solve.newton import VANISH_FLOOR, Continuation, FixedPointMap, newton_fixed_point
+from ..solve.newton import Continuation, FixedPointMap, newton_fixed_point
+from ..model.status import VANISH_FLOOR
 from ..model.quadrature import Quadrature
 from ..model.state_evolution import Overlaps, SEResult, SESolver
 from ..solve.iteration import iterate_state_evolution

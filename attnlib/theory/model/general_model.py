@@ -41,6 +41,7 @@ from ...params import TaskParams, check_finite_scalar, check_int, check_seeds
 from .attention import softmax_rows, teacher_attention
 from .general_prox import GeneralProx, prox_from_centre, prox_global, prox_warm, resolve_backend, sqrtm_spd
 from .state_evolution import BRANCHES
+from .status import branch_status
 
 __all__ = ["GeneralOverlaps", "GeneralSolver", "GeneralResult", "MAX_L", "MAX_RANK", "simplex_gram",
            "principal_position_direction", "general_default_start", "general_nodes", "general_channel",
@@ -258,6 +259,23 @@ class GeneralResult:
         """The positional overlap's size ``||M||_F / sqrt 2`` (at ``L = 2``, ``r = 1``: ``|m|``)."""
         return float(np.linalg.norm(self.M) / math.sqrt(2.0))
 
+    def defining_overlap(self) -> tuple[float, float]:
+        """The size of the branch's defining overlap with its standard error: ``||theta||`` on the semantic branch,
+        ``||M||_F / sqrt 2`` (:attr:`m`) on the positional one (0, 0 for the others; error 0 where unmeasured)."""
+        if self.branch not in ("semantic", "positional"):
+            return 0.0, 0.0
+        a, scale = (self.theta, 1.0) if self.branch == "semantic" else (self.M, math.sqrt(2.0))
+        size = float(np.linalg.norm(a))
+        e = self.stderr.get("theta" if self.branch == "semantic" else "M")
+        err = float(np.linalg.norm(a * e) / size) if e is not None and size > 0 else 0.0
+        return size / scale, err / scale
+
+    @property
+    def status(self) -> str:
+        """``"on-branch"``, ``"branch-absent"`` or ``"not-converged"``
+        (:func:`attnlib.theory.model.status.branch_status` of :meth:`defining_overlap`)."""
+        return branch_status(self.branch, self.converged, *self.defining_overlap(), self.params.rho)
+
     def as_row(self) -> dict:
         """A flat row: ``alpha, branch, rank, L``, every entry (``q_11``, ``M_1_1``, ``theta_1``, ...; 1-based)
         with its ``_err``, ``test_error``, ``train_loss``, ``converged``, ``n_iter``, ``seconds``, ``rule`` and the
@@ -272,7 +290,7 @@ class GeneralResult:
         for name in ("test_error", "train_loss"):
             row[name] = getattr(self, name)
             row[f"{name}_err"] = float(self.stderr.get(name, math.nan))
-        row.update(converged=self.converged, precise=self.precise, n_iter=self.n_iter, seconds=self.seconds,
+        row.update(converged=self.converged, status=self.status, precise=self.precise, n_iter=self.n_iter, seconds=self.seconds,
                    rule=self.rule,
                    multi_fraction=self.multi_fraction)
         row.update(self.params.as_dict())

@@ -43,6 +43,7 @@ from .generalisation import POSITION_SIGNS
 from ...params import TaskParams, check_finite_scalar
 from .proximal import PROX_BACKENDS, PROX_MODES, minimise_locally, resolve_backend, solve_prox
 from .quadrature import Quadrature
+from .status import branch_status, defining_overlap
 
 try:  # compiled fields, teacher diagonal and sums (optional, as the proximal kernels)
     from . import _conjugate_kernels
@@ -180,6 +181,9 @@ class SEResult:
 
     ``test_error`` is ``eps_g``, ``train_loss`` is ``eps_t = -Phi`` (book :eq:`eq-train-loss`,
     :eq:`eq-free-energy`). When ``converged`` is False the numbers are the last iterate, not a fixed point.
+    ``status`` names the outcome in one word: ``"on-branch"``, ``"branch-absent"`` (converged, with the branch's
+    defining overlap vanished: the numbers are the uninformed fixed point, or the trivial one ``q = 0`` where the
+    ridge wins) or ``"not-converged"``.
     ``rule`` names the quadrature; ``stderr`` holds the standard error of ``q, m, V, theta, test_error,
     train_loss`` where the rule measures it (the default rule, :func:`attnlib.solve_chord`), and is empty for a
     single deterministic rule (an explicit ``solver``), whose error the numerics appendix measures.
@@ -211,10 +215,21 @@ class SEResult:
     def overlaps(self) -> Overlaps:
         return Overlaps(self.q, self.m, self.V, self.theta)
 
+    @property
+    def status(self) -> str:
+        """``"on-branch"``, ``"branch-absent"`` or ``"not-converged"``
+        (:func:`attnlib.theory.model.status.branch_status`): converged with the branch's defining overlap
+        (``theta`` semantic, ``m`` positional) present above its floor and its standard error, converged with it
+        vanished (the numbers are then the uninformed or trivial fixed point), or not converged."""
+        key = "theta" if self.branch == "semantic" else "m"
+        return branch_status(self.branch, self.converged, defining_overlap(self.branch, self),
+                             self.stderr.get(key, 0.0), self.params.rho)
+
     def as_row(self) -> dict:
-        """Tidy-table row (no history): every field, ``<name>_err`` for each standard error, the task's
-        parameters."""
+        """Tidy-table row (no history): every field, ``status``, ``<name>_err`` for each standard error, the
+        task's parameters."""
         row = {k: v for k, v in asdict(self).items() if k not in ("params", "residual_history", "stderr")}
+        row["status"] = self.status
         row.update({f"{k}_err": v for k, v in self.stderr.items()})
         row.update(self.params.as_dict())
         return row

@@ -7,17 +7,21 @@ Used by the sweeps along ``alpha`` and by the accurate solvers' starting points.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import replace
 
+import numpy as np
+
 from ...exceptions import ConvergenceWarning
 from ...params import TaskParams
-from .newton import VANISH_FLOOR, Continuation, defining_overlap, newton_fixed_point
+from .newton import Continuation, newton_fixed_point
+from ..model.status import VANISH_FLOOR, defining_overlap
 from ..model.state_evolution import default_start, Overlaps, SEResult, SESolver
 from .iteration import iterate_state_evolution
 
 __all__ = ["follow_branch", "rescue_branch_point", "EXISTENCE_TOL", "PLAIN_MAX_ITER", "RESCUE_NEWTON",
-           "RESCUE_SCALES"]
+           "RESCUE_SCALES", "RESCUE_NEIGHBOURS", "RESCUE_LADDER"]
 
 #: Iterations allowed to the plain damped iteration that double-checks a branch's disappearance.
 PLAIN_MAX_ITER = 300
@@ -33,8 +37,17 @@ EXISTENCE_TOL = VANISH_FLOOR
 RESCUE_NEWTON = 3
 
 
-#: Cold starts of that search: the default start with its defining overlap scaled by these factors.
+#: Cold starts of that search: the default start with its defining overlap scaled by these factors, then the
+#: default defining overlap on the width and norm of the point the iteration collapsed to.
 RESCUE_SCALES = (0.6, 0.3)
+
+#: Where no cold start finds the branch at ``alpha`` (Newton's basins are ragged where the branch repels the
+#: iteration), it is looked for at ``alpha`` times each of these factors in turn, and followed back from the first
+#: that has it, in steps of at most :data:`RESCUE_LADDER` in ``alpha`` (the continuation from where it is found).
+RESCUE_NEIGHBOURS = (1.1, 0.9, 1.25, 0.8)
+
+#: Largest ratio of consecutive ``alpha`` on the way back from a neighbour.
+RESCUE_LADDER = 1.05
 
 
 def _on_branch(params: TaskParams, branch: str, res: SEResult) -> bool:
@@ -75,23 +88,53 @@ def follow_branch(params: TaskParams, alpha: float, branch: str, start: Overlaps
                 return res
     if branch not in ("semantic", "positional") or (start is not None and cold):
         return res
-    found = rescue_branch_point(params, alpha, branch, None if cold else start, solver)
+    found = rescue_branch_point(params, alpha, branch, None if cold else start, solver,
+                                collapsed=res.overlaps if res.converged else None)
     return found if found is not None else res
 
 
 def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Overlaps | None,
-                        solver: SESolver | None = None) -> SEResult | None:
+                        solver: SESolver | None = None, collapsed: Overlaps | None = None) -> SEResult | None:
     """The point of ``branch`` at ``alpha`` by Newton's method (:func:`attnlib.newton_fixed_point`), from
-    ``start`` (a nearby point of the branch) or, if None, from the branch's default start with its defining
-    overlap scaled by each of :data:`RESCUE_SCALES` in turn; at most :data:`RESCUE_NEWTON` corrector
-    iterations per round. Returns the first converged fixed point whose defining overlap is present (at least
-    ``EXISTENCE_TOL * rho``), else None."""
+    ``start`` (a nearby point of the branch) or, if None, from cold starts: the branch's default start with its
+    defining overlap scaled by each of :data:`RESCUE_SCALES`, then (given ``collapsed``, the point the iteration
+    collapsed to) ``collapsed``'s ``q`` and ``V`` with the default defining overlap; at most :data:`RESCUE_NEWTON`
+    corrector iterations per round. Where no cold start finds it, the branch is looked for at the neighbouring
+    ``alpha`` of :data:`RESCUE_NEIGHBOURS` and followed back from the first that has it (Newton from each point
+    of the way, :data:`RESCUE_LADDER`). Returns the first converged fixed point whose defining overlap is present
+    (at least ``EXISTENCE_TOL * rho``), else None."""
     solver = solver or SESolver()
-    if start is None:
-        x = default_start(params, branch)
-        starts = [Overlaps(q=x.q, m=x.m * f, V=x.V, theta=x.theta * f) for f in RESCUE_SCALES]
-    else:
-        starts = [start]
+    if start is not None:
+        return _newton_from(params, alpha, branch, [start], solver)
+    found = _newton_from(params, alpha, branch, _cold_starts(params, branch, collapsed), solver)
+    if found is not None:
+        return found
+    for factor in RESCUE_NEIGHBOURS:
+        near = _newton_from(params, alpha * factor, branch, _cold_starts(params, branch, collapsed), solver)
+        if near is None:
+            continue
+        n_steps = max(1, math.ceil(abs(math.log(factor)) / math.log(RESCUE_LADDER)))
+        for a in alpha * factor ** (1.0 - np.arange(1, n_steps + 1) / n_steps):
+            near = _newton_from(params, float(a), branch, [near.overlaps], solver)
+            if near is None:
+                break
+        if near is not None:
+            return replace(near, alpha=float(alpha))
+    return None
+
+
+def _cold_starts(params: TaskParams, branch: str, collapsed: Overlaps | None) -> list:
+    """The cold starts of :func:`rescue_branch_point`."""
+    x = default_start(params, branch)
+    starts = [Overlaps(q=x.q, m=x.m * f, V=x.V, theta=x.theta * f) for f in RESCUE_SCALES]
+    if collapsed is not None and collapsed.q > 0 and collapsed.V > 0:
+        theta = min(x.theta, 0.9 * math.sqrt(params.rho * collapsed.q))
+        starts.append(Overlaps(q=collapsed.q, m=x.m, V=collapsed.V, theta=theta))
+    return starts
+
+
+def _newton_from(params: TaskParams, alpha: float, branch: str, starts: list, solver: SESolver) -> SEResult | None:
+    """The first converged Newton solve from ``starts`` with the defining overlap present, else None."""
     settings = Continuation(solver=solver, max_newton=RESCUE_NEWTON)
     for x0 in starts:
         with warnings.catch_warnings():

@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 
@@ -61,6 +62,10 @@ NOISE_FRACTION = 0.5
 _ERROR_FLOOR = 1e-4
 #: relative step of the central differences of the start rule's Jacobian
 _FD_STEP = 1e-3
+#: a start rule's fixed point with ``q`` below this times ``rho`` is the trivial one, ``Q = 0`` (the ridge wins)
+TRIVIAL_Q = 1e-9
+#: ``q / rho`` at which the map is evaluated to solve the trivial point's width ``V`` (the limit ``q -> 0``)
+TRIVIAL_EVAL_Q = 1e-14
 
 
 def chord_start_solver() -> SESolver:
@@ -163,12 +168,19 @@ def _difference_jacobian(params, alpha, x0: Overlaps, hold, free, solver) -> np.
                                           warm=warm, teacher=teacher)
         return overlaps_from_conjugates(params, hat).as_array()
 
-    return central_jacobian(image, x0.as_array(), free, _fd_steps(x0.as_array(), free))
+    return central_jacobian(image, x0.as_array(), free, _fd_steps(x0.as_array(), free, params.rho))
 
 
-def _fd_steps(x: np.ndarray, free: list) -> np.ndarray:
-    """Steps of the central differences on the coordinates ``free`` of ``x``: ``_FD_STEP`` relative (floor 1e-3)."""
-    return _FD_STEP * np.maximum(np.abs(np.asarray(x, dtype=float)[free]), 1e-3)
+def _fd_steps(x: np.ndarray, free: list, rho: float) -> np.ndarray:
+    """Steps of the central differences on the coordinates ``free`` of ``x = (q, m, V, theta)``: ``_FD_STEP``
+    relative (floor 1e-3), shortened to a third of the distance to the edge of the domain (``q > 0``,
+    ``V > 0``, ``theta^2 <= rho q``) so that both sides of every difference stay inside it: near the trivial
+    point ``q -> 0`` where the ridge wins, and near perfect alignment ``theta^2 -> rho q`` at large ``alpha``."""
+    x = np.asarray(x, dtype=float)
+    q, V, theta = x[0], x[2], x[3]
+    room = {0: q - theta**2 / rho, 1: np.inf, 2: V, 3: np.sqrt(rho * q) - abs(theta)}
+    steps = _FD_STEP * np.maximum(np.abs(x[free]), 1e-3)
+    return np.array([min(h, max(room[i], 0.0) / 3.0) if room[i] > 0 else h for h, i in zip(steps, free)])
 
 
 def _pooled_jacobian(pooled: "_PooledMap", x0: np.ndarray, free: list) -> np.ndarray:
@@ -182,7 +194,7 @@ def _pooled_jacobian(pooled: "_PooledMap", x0: np.ndarray, free: list) -> np.nda
         pooled.warm = base
         return pooled(Overlaps.from_array(e), False)[0]
 
-    J = central_jacobian(image, x0, free, _fd_steps(x0, free))
+    J = central_jacobian(image, x0, free, _fd_steps(x0, free, pooled.params.rho))
     pooled.warm = base
     return J
 
@@ -256,9 +268,22 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
     """The default answer of :func:`attnlib.solve_state_evolution`: :func:`solve_chord` with its default
     settings, as an :class:`~attnlib.theory.model.state_evolution.SEResult` with the standard errors in ``stderr``, the
     pooled rule's conjugates at the fixed point, ``n_iter`` counting the pooled rule's map evaluations and
-    ``residual`` the last relative change."""
-    fp, hat, calls, residual = _solve(params, alpha, branch, start, CHORD_ORDER, CHORD_SEEDS, ACCURATE_RTOL,
-                                      CHORD_MAX_ORDER, 1e-5, 25, 4, NOISE_FRACTION)
+    ``residual`` the last relative change.
+
+    Where the pooled solve cannot be carried out (a map evaluation leaves the domain of the equations, or a
+    step matrix is singular), the answer is the start rule's fixed point, with ``converged=False`` and a warning
+    that names the branch, the point and the failure."""
+    try:
+        fp, hat, calls, residual = _solve(params, alpha, branch, start, CHORD_ORDER, CHORD_SEEDS, ACCURATE_RTOL,
+                                          CHORD_MAX_ORDER, 1e-5, 25, 4, NOISE_FRACTION)
+    except (ArithmeticError, np.linalg.LinAlgError) as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fallback = follow_branch(params, alpha, branch, start, chord_start_solver())
+        warn_caller(f"the default rule's solve failed (branch={branch}, alpha={alpha:g}, sigma={params.sigma:g}, "
+                    f"lambda={params.lam:g}, omega={params.omega:g}): {type(exc).__name__}: {exc}; the numbers are "
+                    f"the start rule's ({fallback.rule or 'Gauss-Hermite'}) last iterate")
+        return replace(fallback, converged=False)
     mean = fp.mean
     rule = f"sobol-sym {len(fp.seeds)} x 2^{fp.order} seeds {','.join(str(s) for s in fp.seeds)}"
     return SEResult(params=params, alpha=fp.alpha, branch=branch, q=mean["q"], m=mean["m"], V=mean["V"],
@@ -273,22 +298,9 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     """:func:`solve_chord`, returning also the pooled conjugates at the fixed point, the number of pooled map
     evaluations and the last residual."""
     t0 = time.perf_counter()
-    alpha, seeds, order, max_order, rtol = check_rule_arguments(alpha, branch, seeds, order, max_order, rtol)
-    tol = check_finite_scalar("tol", tol)
-    if not 0 < tol < 1:
-        raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
-    max_steps = check_int("max_steps", max_steps, 1)
-    noise_fraction = check_finite_scalar("noise_fraction", noise_fraction)
-    if not 0 <= noise_fraction <= 1:
-        raise ValueError(f"noise_fraction must lie in [0, 1], got {noise_fraction!r}")
-    n_ring = check_int("n_ring", n_ring, 0)
-    if start is not None and not isinstance(start, Overlaps):
-        raise ValueError(f"start must be an Overlaps instance, got {type(start).__name__}")
-    if not start_rule and start is None:
-        raise ValueError("start_rule=False needs a start (the point the chord starts from)")
-
+    alpha, seeds, order, max_order, rtol, tol, max_steps, noise_fraction, n_ring = _check_solve_arguments(
+        alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring, noise_fraction, start_rule)
     hold = _hold(params, branch)
-    free = _free_indices(hold)
     start_solver = chord_start_solver()
     if start_rule:
         with warnings.catch_warnings():
@@ -296,6 +308,14 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
             x0 = follow_branch(params, alpha, branch, start, start_solver).overlaps
     else:
         x0 = Overlaps.from_array(_with_hold(start.as_array(), hold))
+    trivial = x0.q <= TRIVIAL_Q * params.rho
+    if trivial:
+        # the trivial fixed point Q = 0 (the ridge wins): q = m = theta = 0 exactly, and only V is solved for, by
+        # the same chord on the map evaluated at a vanishing q (its limit q -> 0 is regular; at q = 0 itself the
+        # width's conjugate is 0/0)
+        hold = (0.0, 0.0)
+        x0 = Overlaps(q=TRIVIAL_EVAL_Q * params.rho, m=0.0, V=x0.V, theta=0.0)
+    free = [2] if trivial else _free_indices(hold)
 
     def start_step():
         return np.linalg.inv(np.eye(len(free)) - _start_jacobian(params, alpha, x0, hold, free, start_solver))
@@ -335,6 +355,8 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
         step = used   # the response matrix of the error bars: the secant-updated one where it was used
         fx, hat, mean_M, hats, means = out
         mean, stderr = _estimate(params, alpha, x, hat, mean_M, hats, means, step, free, left)
+        if trivial:
+            mean, stderr = _trivial_estimate(params, mean, stderr)
         # relative errors, with the floor of the residual (1e-4) for an overlap that vanishes (m or theta
         # beyond the end of a branch)
         worst = max(stderr[k] / max(abs(mean[k]), _ERROR_FLOOR) for k in CHORD_FIELDS)
@@ -352,6 +374,26 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
                             seeds=seeds, order=int(order), converged=converged, precise=precise,
                             seconds=time.perf_counter() - t0)
     return fp, hat, calls, _residual(x, fx)
+
+
+def _check_solve_arguments(alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring,
+                           noise_fraction, start_rule) -> tuple:
+    """The settings of :func:`solve_chord` checked (``ValueError`` naming the first invalid one), as
+    ``(alpha, seeds, order, max_order, rtol, tol, max_steps, noise_fraction, n_ring)``."""
+    alpha, seeds, order, max_order, rtol = check_rule_arguments(alpha, branch, seeds, order, max_order, rtol)
+    tol = check_finite_scalar("tol", tol)
+    if not 0 < tol < 1:
+        raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
+    max_steps = check_int("max_steps", max_steps, 1)
+    noise_fraction = check_finite_scalar("noise_fraction", noise_fraction)
+    if not 0 <= noise_fraction <= 1:
+        raise ValueError(f"noise_fraction must lie in [0, 1], got {noise_fraction!r}")
+    n_ring = check_int("n_ring", n_ring, 0)
+    if start is not None and not isinstance(start, Overlaps):
+        raise ValueError(f"start must be an Overlaps instance, got {type(start).__name__}")
+    if not start_rule and start is None:
+        raise ValueError("start_rule=False needs a start (the point the chord starts from)")
+    return alpha, seeds, order, max_order, rtol, tol, max_steps, noise_fraction, n_ring
 
 
 def _chord(pooled: _PooledMap, x: np.ndarray, step: np.ndarray, free: list, tol: float, max_steps: int,
@@ -433,6 +475,16 @@ def _admissible_test_error(params: TaskParams, x: np.ndarray) -> float:
     q = max(float(x[0]), 1e-300)
     bound = np.sqrt(params.rho * q)
     return test_error_from_overlaps(params, q, float(x[1]), float(np.clip(x[3], -bound, bound)))
+
+
+def _trivial_estimate(params: TaskParams, mean: dict, stderr: dict) -> tuple[dict, dict]:
+    """The estimate at the trivial fixed point: ``q = m = theta = 0`` exactly (no error), the test error of the
+    zero student exactly, ``V`` and the training loss as solved."""
+    mean, stderr = dict(mean), dict(stderr)
+    for k in ("q", "m", "theta"):
+        mean[k], stderr[k] = 0.0, 0.0
+    mean["test_error"], stderr["test_error"] = test_error_from_overlaps(params, 0.0, 0.0, 0.0), 0.0
+    return mean, stderr
 
 
 def _estimate(params, alpha, x, hat, mean_M, hats, means, step, free, left=None):

@@ -60,6 +60,13 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     Returns
     -------
     SEResult
+        Its ``status`` says which of three outcomes it is: ``"on-branch"``, a fixed point on the requested branch
+        (converged, the defining overlap present above its floor and its error); ``"branch-absent"``, the branch
+        does not exist here and the numbers are the fixed point that does (the uninformed point, or the trivial
+        one ``q = m = theta = 0`` where the ridge wins); ``"not-converged"``. Where the branch's cold start
+        collapses, the branch is looked for by Newton's method from several starts and from neighbouring
+        ``alpha`` before it is declared absent (``attnlib.theory.solve.branch_points.rescue_branch_point``).
+        Inside :data:`attnlib.DOMAIN` no valid input raises (property-based tests).
         With ``converged=False`` (and a :class:`~attnlib.exceptions.ConvergenceWarning`) if the tolerance
         was not reached (in ``solver.max_iter`` iterations, or in the chord steps of the pooled rule; a pooled
         rule whose standard error misses its target at the largest size also warns) or the iteration left the domain

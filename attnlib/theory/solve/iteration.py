@@ -9,6 +9,7 @@ explicit single rule; the continuation, the branch followers and the traces call
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -20,7 +21,11 @@ from ..model.state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _
                                      _residual, conjugates_and_energy, default_start, overlaps_from_conjugates,
                                      se_nodes, symmetry_generators)
 
-__all__ = ["iterate_state_evolution", "resolve_start"]
+__all__ = ["iterate_state_evolution", "resolve_start", "START_WIDTHS"]
+
+
+#: Where the image of the start leaves the domain, the start's width ``V`` is multiplied by each of these in turn.
+START_WIDTHS = (0.25, 4.0, 1 / 16, 16.0, 1 / 64, 64.0, 1 / 256)
 
 
 def iterate_state_evolution(params: TaskParams, alpha: float, branch: str = "semantic",
@@ -168,6 +173,7 @@ def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, ho
     converged = False
     failure = None
     last_valid, n_backtrack = None, 0
+    x0_V, n_rescaled = x.V, 0
     hat = mean_M = None
     it = 0
     for it in range(1, solver.max_iter + 1):
@@ -178,6 +184,14 @@ def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, ho
             hat, mean_M, warm, xa, fa, res, unconfirmed = _evaluate(params, alpha, x, nodes, weights, solver,
                                                                     hold, warm, cheap)
         except FloatingPointError as exc:
+            if last_valid is None and n_rescaled < len(START_WIDTHS):
+                # the start's own image leaves the domain (its width V is far from the fixed point's: a wide
+                # proximal step on a non-convex loss gives V_hat < -lambda/sigma^2): the same start with the
+                # width rescaled, in turn by each factor of START_WIDTHS
+                x = replace(x, V=x0_V * START_WIDTHS[n_rescaled])
+                n_rescaled += 1
+                warm = None
+                continue
             # the update left the domain (e.g. V_hat < -lambda/sigma^2 on a non-convex stretch): step back
             # half-way towards the last valid iterate, a few times, before giving up
             if last_valid is None or n_backtrack >= 12:

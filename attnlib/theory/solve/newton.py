@@ -37,26 +37,11 @@ from ..model.state_evolution import (BRANCHES, Conjugates, Overlaps, SEResult, S
                                      _hold, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
                                      symmetry_generators)
 
-__all__ = ["FREE_OVERLAPS", "VANISH_FLOOR", "Continuation", "FixedPointMap", "newton_fixed_point",
-           "defining_overlap", "jacobian_determinant"]
+__all__ = ["FREE_OVERLAPS", "Continuation", "FixedPointMap", "newton_fixed_point", "jacobian_determinant"]
 
 #: The overlaps that each branch leaves free (the others are held at zero).
 FREE_OVERLAPS = {"semantic": ("q", "V", "theta"), "positional": ("q", "m", "V"), "agnostic": ("q", "V"),
                  "free": ("q", "m", "V", "theta")}
-#: A defining overlap below ``VANISH_FLOOR * rho`` counts as vanished (the branch is the agnostic point).
-VANISH_FLOOR = 1e-3
-
-
-def defining_overlap(branch: str, x) -> float:
-    """``|theta|`` for the semantic branch, ``|m|`` for the positional one (the overlap whose vanishing ends
-    the branch); for the free state, the smaller of the two."""
-    if branch == "semantic":
-        return abs(x.theta)
-    if branch == "positional":
-        return abs(x.m)
-    if branch == "free":
-        return min(abs(x.m), abs(x.theta))
-    return 0.0
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from ...exceptions import ConvergenceWarning, ThresholdNotFound, warn_caller
 from ...parallel import run_jobs
 from ...params import TaskParams
 from ..solve.branch_points import follow_branch
-from ..solve.newton import defining_overlap
+from ..model.status import defining_overlap
 from ..model.generalisation import linear_baseline_error
 from ..branches.pooled_end import positional_end, semantic_end
 from ..branches.pooled_thresholds import phase_thresholds
@@ -102,6 +102,7 @@ def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
     -------
     pandas.DataFrame
         One row per (branch, alpha): overlaps, conjugates, ``test_error``, ``train_loss``, ``converged``,
+        ``status`` (``"on-branch"``, ``"branch-absent"`` or ``"not-converged"``, :attr:`attnlib.SEResult.status`),
         map evaluations (``n_iter``), residual, seconds, the quadrature ``rule``, the task parameters and, with
         the default rule, the standard errors ``q_err, m_err, V_err, theta_err, test_error_err,
         train_loss_err``.

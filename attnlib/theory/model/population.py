@@ -1,0 +1,108 @@
+"""The limit of infinitely many samples: the student of lowest population risk on each branch.
+
+With Gaussian tokens the population risk of a student (the expected output loss on a fresh sequence) is its test
+error, a function of its overlaps alone, ``eps_g(q, m, theta)`` (book :eq:`eq-test-error`). As ``alpha -> inf`` the
+ridge's weight per sample vanishes and the empirical risk tends to the population risk, so the fixed point of a
+branch tends to the minimiser of ``eps_g`` within the branch's subspace: ``m = 0`` on the semantic branch,
+``theta = 0`` on the positional one, neither for the free state. :func:`population_minimum` finds it.
+
+The coordinates keep the minimiser inside the domain: ``q = rho s^2`` with ``s >= 0`` (on the positional branch the
+minimiser is the purely positional student, ``q = 0``) and, where ``theta`` is free,
+``theta = sqrt(rho q) cos(phi)`` with ``phi`` in ``[0, pi]`` (the representative with ``theta >= 0`` is reported),
+so that perfect alignment ``theta^2 = rho q`` is an interior value of a bounded coordinate.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+
+from ...params import TaskParams
+from .generalisation import test_error_from_overlaps
+from .status import branch_status, defining_overlap
+
+__all__ = ["PopulationMinimum", "population_minimum"]
+
+#: Starts of the minimisation, as ``(q / rho, m / rho, phi)``.
+_STARTS = ((1.0, 1.0, 0.3), (0.25, 0.5, 0.8), (4.0, 2.0, 0.05), (0.05, 0.2, 1.2))
+
+
+@dataclass(frozen=True)
+class PopulationMinimum:
+    """The student of lowest population risk on a branch (``alpha -> inf``).
+
+    ``test_error`` is the minimal population risk ``eps_g``; ``converged`` is False when the minimiser did not meet
+    its gradient tolerance from any start (the numbers are then the best point found), ``status`` ``"on-branch"``
+    or ``"not-converged"`` (the minimiser of a branch's subspace always exists; its defining overlap may vanish, in
+    which case ``status`` says ``"branch-absent"``: the uninformed student is then the best of the subspace).
+    """
+
+    params: TaskParams
+    branch: str
+    q: float
+    m: float
+    theta: float
+    test_error: float
+    converged: bool
+
+    @property
+    def status(self) -> str:
+        return branch_status(self.branch, self.converged, defining_overlap(self.branch, self), 0.0, self.params.rho)
+
+    def as_row(self) -> dict:
+        return {"branch": self.branch, "alpha": math.inf, "q": self.q, "m": self.m, "theta": self.theta,
+                "test_error": self.test_error, "converged": self.converged, "status": self.status,
+                **self.params.as_dict()}
+
+
+def _overlaps(params: TaskParams, branch: str, z: np.ndarray) -> tuple[float, float, float]:
+    """``(q, m, theta)`` from the minimiser's coordinates ``z`` (module docstring) on ``branch``."""
+    rho = params.rho
+    q = rho * z[0] ** 2
+    m = rho * z[1] if branch in ("positional", "free") else 0.0
+    phi = z[-1] if branch in ("semantic", "free") else math.pi / 2
+    return q, m, math.sqrt(rho * q) * math.cos(phi) if branch in ("semantic", "free") else 0.0
+
+
+def population_minimum(params: TaskParams, branch: str = "semantic") -> PopulationMinimum:
+    """The minimiser of the population risk ``eps_g(q, m, theta)`` on ``branch`` (the fixed point's limit as
+    ``alpha -> inf``; module docstring).
+
+    Parameters
+    ----------
+    params : TaskParams
+        The task (``L = 2``); ``lam`` does not enter.
+    branch : {"semantic", "positional", "free"}
+        The subspace: ``m = 0``, ``theta = 0``, or neither held.
+
+    Returns
+    -------
+    PopulationMinimum
+        The lowest of bounded L-BFGS minimisations from a few starts.
+    """
+    params.require_two_tokens("population_minimum")
+    if branch not in ("semantic", "positional", "free"):
+        raise ValueError(f"branch must be 'semantic', 'positional' or 'free', got {branch!r}")
+
+    def risk(z):
+        return test_error_from_overlaps(params, *_overlaps(params, branch, z))
+
+    bounds = [(0.0, 100.0)]
+    if branch in ("positional", "free"):
+        bounds.append((-50.0, 50.0))
+    if branch in ("semantic", "free"):
+        bounds.append((0.0, math.pi))
+    best = None
+    for q0, m0, phi0 in _STARTS:
+        z0 = [math.sqrt(q0)] + ([m0] if branch in ("positional", "free") else []) + \
+             ([phi0] if branch in ("semantic", "free") else [])
+        out = minimize(risk, np.array(z0), method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-14, "gtol": 1e-10})
+        if best is None or out.fun < best.fun:
+            best = out
+    q, m, theta = _overlaps(params, branch, best.x)
+    if branch == "positional" and m < 0 or branch == "free" and theta < 0:
+        m, theta = -m, -theta
+    return PopulationMinimum(params=params, branch=branch, q=q, m=m, theta=theta, test_error=float(best.fun),
+                             converged=bool(best.success))
