@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from attnlib import DOMAIN, STANDARD_A, ConvergenceWarning, TaskParams, alpha_sweep, solve_state_evolution
+from attnlib import (DOMAIN, STANDARD_A, ConvergenceWarning, TaskParams, alpha_sweep, population_minimum,
+                     solve_state_evolution, test_error_from_overlaps)
 from attnlib.theory.model.status import DETECTION_SIGMAS, STATUSES, VANISH_FLOOR, branch_status
 
 PROPERTY = settings(max_examples=12, deadline=None, derandomize=True, database=None,
@@ -53,6 +54,12 @@ def check_contract(params, r, caught, branch):
         return
     assert np.all(np.isfinite(values)), values
     assert r.q >= 0 and r.V > 0 and r.theta**2 <= params.rho * r.q * (1 + 1e-9) + 1e-300
+    # the overlaps' own constraint, q >= sigma^2 m^2 + theta^2 / sigma^2 (the student's norm bounds its parts along
+    # the positional direction and the teacher), to a few standard errors
+    s2 = params.sigma**2
+    slack = 4 * (r.stderr.get("q", 0.0) + 2 * s2 * abs(r.m) * r.stderr.get("m", 0.0)
+                 + 2 * abs(r.theta) * r.stderr.get("theta", 0.0) / s2) + 1e-9 * max(r.q, 1e-300)
+    assert r.q >= s2 * r.m**2 + r.theta**2 / s2 - slack
     # a squared loss plus a ridge is not negative
     assert r.train_loss >= -3 * r.stderr.get("train_loss", 0.0) - 1e-12
     overlap = abs(r.theta if branch == "semantic" else r.m)
@@ -100,3 +107,39 @@ def test_status_rules():
     assert branch_status("positional", True, 0.5e-3, 0.0, 1.0) == "branch-absent"   # below the floor
     assert branch_status("positional", True, 2e-3, math.nan, 1.0) == "on-branch"    # no error measured
     assert branch_status("agnostic", True, 0.0, 0.0, 1.0) == "on-branch"
+
+
+def test_population_minimum_is_the_minimum_of_the_population_risk():
+    """The minimiser on each sector against a brute-force grid of the population risk over the admissible
+    overlaps (q >= sigma^2 m^2 + theta^2 / sigma^2), and the global one (free) against the lower sector."""
+    params = TaskParams(sigma=0.7, lam=0.05, omega=0.4, A=((0.8, 0.2), (0.3, 0.7)))
+    rho, s2 = params.rho, params.sigma**2
+    for branch, name in (("positional", "m"), ("semantic", "theta")):
+        pm = population_minimum(params, branch)
+        assert pm.converged and pm.status == "on-branch"
+        assert pm.q >= s2 * pm.m**2 + pm.theta**2 / s2 - 1e-12
+        grid = []
+        for x in np.linspace(0.0, 3.0, 31):
+            m, theta = (rho * x, 0.0) if name == "m" else (0.0, rho * x)
+            grid += [test_error_from_overlaps(params, s2 * m**2 + theta**2 / s2 + rho * y**2, m, theta)
+                     for y in np.linspace(0.0, 1.5, 16)]
+        assert pm.test_error <= min(grid) + 1e-12
+    free = population_minimum(params, "free")
+    assert free.test_error <= min(population_minimum(params, b).test_error for b in ("semantic", "positional")) + 1e-12
+
+
+@pytest.mark.parametrize("branch", ["semantic", "positional"])
+def test_large_alpha_approaches_the_population_minimum(branch):
+    """alpha 100 to 1000 at the paper's point: converged on the branch, above the population minimum and approaching
+    it at the rate 1/alpha (the excess test error falls tenfold per decade, within 30 %)."""
+    params = TaskParams(sigma=0.5, lam=0.01, omega=0.3, A=STANDARD_A)
+    pm = population_minimum(params, branch)
+    excess = []
+    for alpha in (100.0, 1000.0):
+        r = solve_state_evolution(params, alpha, branch)
+        assert r.status == "on-branch"
+        excess.append(r.test_error - pm.test_error)
+        key = "theta" if branch == "semantic" else "m"
+        assert getattr(r, key) == pytest.approx(getattr(pm, key), rel=0.02)
+    assert excess[0] > excess[1] > 0
+    assert 1 / 1.3 < -np.log10(excess[1] / excess[0]) < 1.3

@@ -6,10 +6,15 @@ ridge's weight per sample vanishes and the empirical risk tends to the populatio
 branch tends to the minimiser of ``eps_g`` within the branch's subspace: ``m = 0`` on the semantic branch,
 ``theta = 0`` on the positional one, neither for the free state. :func:`population_minimum` finds it.
 
-The coordinates keep the minimiser inside the domain: ``q = rho s^2`` with ``s >= 0`` (on the positional branch the
-minimiser is the purely positional student, ``q = 0``) and, where ``theta`` is free,
-``theta = sqrt(rho q) cos(phi)`` with ``phi`` in ``[0, pi]`` (the representative with ``theta >= 0`` is reported),
-so that perfect alignment ``theta^2 = rho q`` is an interior value of a bounded coordinate.
+The overlaps are not independent. Writing the student as ``Q = m 1_d + (theta / sigma^2) Q* + Q_perp`` (``1_d`` and
+``Q*`` orthogonal as ``d -> inf``, ``|Q*|^2 = d``, ``q = sigma^2 |Q|^2 / d``),
+
+    q >= sigma^2 m^2 + theta^2 / sigma^2,
+
+with equality when the student has no part outside the positional and teacher directions (this bound implies
+``theta^2 <= rho q``). The minimiser respects it through the coordinates ``(m, theta, s)`` with
+``q = sigma^2 m^2 + theta^2 / sigma^2 + rho s^2``; on the positional branch it sits on the edge ``s = 0`` (the
+student parallel to ``1_d``), and so does the fixed point at large ``alpha``.
 """
 from __future__ import annotations
 
@@ -25,8 +30,8 @@ from .status import branch_status, defining_overlap
 
 __all__ = ["PopulationMinimum", "population_minimum"]
 
-#: Starts of the minimisation, as ``(q / rho, m / rho, phi)``.
-_STARTS = ((1.0, 1.0, 0.3), (0.25, 0.5, 0.8), (4.0, 2.0, 0.05), (0.05, 0.2, 1.2))
+#: Starts of the minimisation, as ``(m / rho, theta / rho, s)``.
+_STARTS = ((1.0, 0.9, 0.3), (0.5, 0.5, 0.8), (2.0, 1.0, 0.05), (0.2, 0.2, 1.5))
 
 
 @dataclass(frozen=True)
@@ -58,12 +63,16 @@ class PopulationMinimum:
 
 
 def _overlaps(params: TaskParams, branch: str, z: np.ndarray) -> tuple[float, float, float]:
-    """``(q, m, theta)`` from the minimiser's coordinates ``z`` (module docstring) on ``branch``."""
-    rho = params.rho
-    q = rho * z[0] ** 2
-    m = rho * z[1] if branch in ("positional", "free") else 0.0
-    phi = z[-1] if branch in ("semantic", "free") else math.pi / 2
-    return q, m, math.sqrt(rho * q) * math.cos(phi) if branch in ("semantic", "free") else 0.0
+    """``(q, m, theta)`` from the minimiser's coordinates ``z = (m / rho, theta / rho, s)`` restricted to the
+    branch's free ones (module docstring)."""
+    rho, s2 = params.rho, params.sigma**2
+    vals = dict(zip(_FREE[branch], z))
+    m, theta = rho * vals.get("m", 0.0), rho * vals.get("theta", 0.0)
+    return s2 * m * m + theta * theta / s2 + rho * vals["s"] ** 2, m, theta
+
+
+#: The coordinates each branch leaves free.
+_FREE = {"semantic": ("theta", "s"), "positional": ("m", "s"), "free": ("m", "theta", "s")}
 
 
 def population_minimum(params: TaskParams, branch: str = "semantic") -> PopulationMinimum:
@@ -89,20 +98,15 @@ def population_minimum(params: TaskParams, branch: str = "semantic") -> Populati
     def risk(z):
         return test_error_from_overlaps(params, *_overlaps(params, branch, z))
 
-    bounds = [(0.0, 100.0)]
-    if branch in ("positional", "free"):
-        bounds.append((-50.0, 50.0))
-    if branch in ("semantic", "free"):
-        bounds.append((0.0, math.pi))
+    bounds = [(-50.0, 50.0) if name != "s" else (0.0, 100.0) for name in _FREE[branch]]
     best = None
-    for q0, m0, phi0 in _STARTS:
-        z0 = [math.sqrt(q0)] + ([m0] if branch in ("positional", "free") else []) + \
-             ([phi0] if branch in ("semantic", "free") else [])
+    for m0, theta0, s0 in _STARTS:
+        z0 = [{"m": m0, "theta": theta0, "s": s0}[name] for name in _FREE[branch]]
         out = minimize(risk, np.array(z0), method="L-BFGS-B", bounds=bounds, options={"ftol": 1e-14, "gtol": 1e-10})
         if best is None or out.fun < best.fun:
             best = out
     q, m, theta = _overlaps(params, branch, best.x)
-    if branch == "positional" and m < 0 or branch == "free" and theta < 0:
+    if (m < 0 if branch == "positional" else theta < 0):
         m, theta = -m, -theta
     return PopulationMinimum(params=params, branch=branch, q=q, m=m, theta=theta, test_error=float(best.fun),
                              converged=bool(best.success))

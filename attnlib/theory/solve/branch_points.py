@@ -2,11 +2,14 @@
 
 :func:`follow_branch` solves a point warm-started from a nearby point of the same branch, under one quadrature
 rule, and keeps it on the branch (plain damped steps where the accelerated iteration jumps to the uninformed
-point, Newton's method where the branch repels the iteration); :func:`rescue_branch_point` is that Newton search.
-Used by the sweeps along ``alpha`` and by the accurate solvers' starting points.
+point, Newton's method where the branch repels the iteration); :func:`rescue_branch_point` is that Newton search,
+from several cold starts and, failing them, from the branch at a neighbouring ``alpha``. At large ``alpha`` a cold
+start begins at the branch's ``alpha -> inf`` limit (:func:`population_start`). Used by the sweeps along ``alpha``
+and by the accurate solvers' starting points.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import replace
@@ -17,11 +20,12 @@ from ...exceptions import ConvergenceWarning
 from ...params import TaskParams
 from .newton import Continuation, newton_fixed_point
 from ..model.status import VANISH_FLOOR, defining_overlap
+from ..model.population import population_minimum
 from ..model.state_evolution import default_start, Overlaps, SEResult, SESolver
 from .iteration import iterate_state_evolution
 
-__all__ = ["follow_branch", "rescue_branch_point", "EXISTENCE_TOL", "PLAIN_MAX_ITER", "RESCUE_NEWTON",
-           "RESCUE_SCALES", "RESCUE_NEIGHBOURS", "RESCUE_LADDER"]
+__all__ = ["follow_branch", "rescue_branch_point", "population_start", "EXISTENCE_TOL", "PLAIN_MAX_ITER",
+           "RESCUE_NEWTON", "RESCUE_SCALES", "RESCUE_NEIGHBOURS", "RESCUE_LADDER", "POPULATION_START_ALPHA"]
 
 #: Iterations allowed to the plain damped iteration that double-checks a branch's disappearance.
 PLAIN_MAX_ITER = 300
@@ -49,6 +53,10 @@ RESCUE_NEIGHBOURS = (1.1, 0.9, 1.25, 0.8)
 #: Largest ratio of consecutive ``alpha`` on the way back from a neighbour.
 RESCUE_LADDER = 1.05
 
+#: From this ``alpha`` on, a cold start is first sought by Newton's method from the population risk's minimiser on
+#: the branch's subspace (:func:`population_start`).
+POPULATION_START_ALPHA = 10.0
+
 
 def _on_branch(params: TaskParams, branch: str, res: SEResult) -> bool:
     """Did ``res`` converge with the branch's defining overlap present (at least ``EXISTENCE_TOL * rho``)?"""
@@ -74,6 +82,12 @@ def follow_branch(params: TaskParams, alpha: float, branch: str, start: Overlaps
     was not found from here; :func:`branch_trace` finds its ends.
     """
     solver = solver or SESolver()
+    if start is None and alpha >= POPULATION_START_ALPHA and branch in ("semantic", "positional"):
+        # many samples: the branch lies near the population risk's minimiser on its subspace (its alpha -> inf
+        # limit), where the default start can lead to another fixed point of the subspace
+        found = _newton_from(params, alpha, branch, [population_start(params, branch)], solver)
+        if found is not None:
+            return found
     cold = start is None or defining_overlap(branch, start) < EXISTENCE_TOL * params.rho
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -123,10 +137,24 @@ def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Ov
     return None
 
 
+def population_start(params: TaskParams, branch: str) -> Overlaps:
+    """A start near the branch's point at large ``alpha``: the minimiser of the population risk on the branch's
+    subspace (:func:`attnlib.population_minimum`, its ``alpha -> inf`` limit), moved off the edge of the overlaps'
+    domain (``q`` raised by 1 %), with the default width."""
+    pm = _population_minimum(params, branch)
+    return Overlaps(q=1.01 * pm.q + 1e-6 * params.rho, m=pm.m, V=default_start(params, branch).V, theta=pm.theta)
+
+
+@functools.lru_cache(maxsize=64)
+def _population_minimum(params: TaskParams, branch: str):
+    return population_minimum(params, branch)
+
+
 def _cold_starts(params: TaskParams, branch: str, collapsed: Overlaps | None) -> list:
     """The cold starts of :func:`rescue_branch_point`."""
     x = default_start(params, branch)
     starts = [Overlaps(q=x.q, m=x.m * f, V=x.V, theta=x.theta * f) for f in RESCUE_SCALES]
+    starts.append(population_start(params, branch))
     if collapsed is not None and collapsed.q > 0 and collapsed.V > 0:
         theta = min(x.theta, 0.9 * math.sqrt(params.rho * collapsed.q))
         starts.append(Overlaps(q=collapsed.q, m=x.m, V=collapsed.V, theta=theta))
