@@ -48,7 +48,7 @@ RESCUE_SCALES = (0.6, 0.3)
 #: Where no cold start finds the branch at ``alpha`` (Newton's basins are ragged where the branch repels the
 #: iteration), it is looked for at ``alpha`` times each of these factors in turn, and followed back from the first
 #: that has it, in steps of at most :data:`RESCUE_LADDER` in ``alpha`` (the continuation from where it is found).
-RESCUE_NEIGHBOURS = (1.1, 0.9, 1.25, 0.8)
+RESCUE_NEIGHBOURS = (1.1, 0.9)
 
 #: Largest ratio of consecutive ``alpha`` on the way back from a neighbour.
 RESCUE_LADDER = 1.05
