@@ -25,7 +25,7 @@ from ..model.state_evolution import default_start, Overlaps, SEResult, SESolver
 from .iteration import iterate_state_evolution
 
 __all__ = ["follow_branch", "rescue_branch_point", "population_start", "EXISTENCE_TOL", "PLAIN_MAX_ITER",
-           "RESCUE_NEWTON", "RESCUE_SCALES", "RESCUE_NEIGHBOURS", "RESCUE_LADDER", "POPULATION_START_ALPHA"]
+           "RESCUE_NEWTON", "RESCUE_EVALUATIONS", "RESCUE_SCALES", "RESCUE_NEIGHBOURS", "RESCUE_LADDER", "POPULATION_START_ALPHA"]
 
 #: Iterations allowed to the plain damped iteration that double-checks a branch's disappearance.
 PLAIN_MAX_ITER = 300
@@ -40,6 +40,10 @@ EXISTENCE_TOL = VANISH_FLOOR
 #: with at most this many corrector iterations per round of the continuation settings.
 RESCUE_NEWTON = 3
 
+
+#: Evaluations of the map (finite differences included) allowed to each Newton search of the rescue (the searches
+#: that find the branch take 10 to 30; those that do not run on to 100 and more).
+RESCUE_EVALUATIONS = 40
 
 #: Cold starts of that search: the default start with its defining overlap scaled by these factors, then the
 #: default defining overlap on the width and norm of the point the iteration collapsed to.
@@ -168,7 +172,8 @@ def _newton_from(params: TaskParams, alpha: float, branch: str, starts: list, so
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             try:
-                res = newton_fixed_point(params, alpha, branch, x0, settings=settings)
+                res = newton_fixed_point(params, alpha, branch, x0, settings=settings,
+                                         max_evaluations=RESCUE_EVALUATIONS)
             except (ValueError, ArithmeticError):   # Newton left the domain of the map: no point from here
                 continue
         if _on_branch(params, branch, res):

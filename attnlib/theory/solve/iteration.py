@@ -21,8 +21,13 @@ from ..model.state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _
                                      _residual, conjugates_and_energy, default_start, overlaps_from_conjugates,
                                      se_nodes, symmetry_generators)
 
-__all__ = ["iterate_state_evolution", "resolve_start", "START_WIDTHS"]
+__all__ = ["iterate_state_evolution", "resolve_start", "START_WIDTHS", "STALL_WINDOW", "STALL_FACTOR"]
 
+
+#: The iteration stops, unconverged, when its best residual over the last ``STALL_WINDOW`` iterations is no better
+#: than ``STALL_FACTOR`` times the best before them (:func:`_stalled`).
+STALL_WINDOW = 60
+STALL_FACTOR = 0.9
 
 #: Where the image of the start leaves the domain, the start's width ``V`` is multiplied by each of these in turn.
 START_WIDTHS = (0.25, 4.0, 1 / 16, 16.0, 1 / 64, 64.0, 1 / 256)
@@ -174,6 +179,7 @@ def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, ho
     failure = None
     last_valid, n_backtrack = None, 0
     x0_V, n_rescaled = x.V, 0
+    fine_from = 0  # residuals of the fine rule start here
     hat = mean_M = None
     it = 0
     for it in range(1, solver.max_iter + 1):
@@ -212,6 +218,7 @@ def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, ho
             warm = None
             coarse_image = fa
             residuals.append(res)
+            fine_from = len(residuals)
             continue
         if coarse_image is not None:
             # first fine evaluation, at the coarse fixed point: near it the fine map is the coarse one plus
@@ -235,12 +242,26 @@ def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, ho
         if res < solver.tol:
             converged = True  # x is a fixed point; hat and mean_M were computed at x
             break
+        if _stalled(residuals[fine_from:]):
+            failure = (f"the residual stalled: no better than {STALL_FACTOR:g} x its best ({min(residuals):.2e}) "
+                       f"over the last {STALL_WINDOW} iterations")
+            break
         x = _next_iterate(xa, fa, hist_x, hist_f, solver, params.rho)
 
     if not converged:  # conjugates and energy at the returned (last valid) point
         hat, mean_M, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
     return _Outcome(x=x, hat=hat, mean_M=mean_M, converged=converged, failure=failure, n_iter=it,
                     residuals=residuals)
+
+
+def _stalled(residuals: list) -> bool:
+    """Has the iteration stopped making progress: is the best residual of the last :data:`STALL_WINDOW` iterations
+    no better than :data:`STALL_FACTOR` times the best before them? (A contraction that slow would need thousands
+    of iterations; the cap of ``max_iter`` would stop it unconverged anyway, minutes later where the proximal
+    searches are slow.)"""
+    if len(residuals) <= STALL_WINDOW:
+        return False
+    return min(residuals[-STALL_WINDOW:]) > STALL_FACTOR * min(residuals[:-STALL_WINDOW])
 
 
 def _fixed_point_result(params: TaskParams, alpha: float, branch: str, out: _Outcome, pinned: bool,

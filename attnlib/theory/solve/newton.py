@@ -264,14 +264,16 @@ def jacobian_determinant(fmap: FixedPointMap, overlaps: Overlaps, alpha: float,
 
 
 def newton_fixed_point(params: TaskParams, alpha: float, branch: str, start: Overlaps,
-                       settings: Continuation | None = None, fmap: FixedPointMap | None = None) -> SEResult:
+                       settings: Continuation | None = None, fmap: FixedPointMap | None = None,
+                       max_evaluations: int | None = None) -> SEResult:
     """A fixed point of ``branch`` at fixed ``alpha`` by Newton's method from ``start`` (finite-difference
     Jacobian, Broyden updates, step halving when the residual grows or the domain is left).
 
     Unlike damped iteration, Newton converges to a fixed point whatever its stability under the iteration,
     so it also finds fixed points that repel the state-evolution iteration (useful for ``branch="free"``
     started at the overlaps of a finite-d minimiser). ``converged=False`` (with a warning) if the tolerance
-    of ``settings`` is not reached.
+    of ``settings`` is not reached, or (given ``max_evaluations``) when the map has been evaluated that many times
+    in this call (finite differences included) before it is.
     """
     t0 = time.perf_counter()
     settings = settings or Continuation()
@@ -284,9 +286,10 @@ def newton_fixed_point(params: TaskParams, alpha: float, branch: str, start: Ove
     except FloatingPointError as exc:
         raise ValueError(f"start is outside the domain of the state evolution: {exc}") from None
     J = fmap.jacobian(u, t, r, settings.fd_step)[:, :-1]
+    budget = math.inf if max_evaluations is None else fmap.n_evaluations + max_evaluations
     it = 0
     for it in range(1, 4 * settings.max_newton + 1):
-        if np.max(np.abs(r)) < settings.tol:
+        if np.max(np.abs(r)) < settings.tol or fmap.n_evaluations >= budget:
             break
         du = -np.linalg.lstsq(J, r, rcond=None)[0]
         step, accepted = 1.0, False
