@@ -68,7 +68,7 @@ def _overlaps(params: TaskParams, branch: str, z: np.ndarray) -> tuple[float, fl
     rho, s2 = params.rho, params.sigma**2
     vals = dict(zip(_FREE[branch], z))
     m, theta = rho * vals.get("m", 0.0), rho * vals.get("theta", 0.0)
-    return s2 * m * m + theta * theta / s2 + rho * vals["s"] ** 2, m, theta
+    return float(s2 * m * m + theta * theta / s2 + rho * vals["s"] ** 2), float(m), float(theta)
 
 
 #: The coordinates each branch leaves free.

@@ -364,7 +364,8 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
             break
         order += 1
     precise = converged and worst <= rtol
-    where = f"branch={branch}, alpha={alpha:g}, omega={params.omega:g}"
+    where = (f"branch={branch}, alpha={alpha:g}, sigma={params.sigma:g}, lambda={params.lam:g}, "
+             f"omega={params.omega:g}")
     if not converged:
         warn_caller(f"solve_chord did not converge ({where}): {failure}")
     elif not precise:

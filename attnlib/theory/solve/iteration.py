@@ -190,23 +190,14 @@ def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, ho
             hat, mean_M, warm, xa, fa, res, unconfirmed = _evaluate(params, alpha, x, nodes, weights, solver,
                                                                     hold, warm, cheap)
         except FloatingPointError as exc:
-            if last_valid is None and n_rescaled < len(START_WIDTHS):
-                # the start's own image leaves the domain (its width V is far from the fixed point's: a wide
-                # proximal step on a non-convex loss gives V_hat < -lambda/sigma^2): the same start with the
-                # width rescaled, in turn by each factor of START_WIDTHS
-                x = replace(x, V=x0_V * START_WIDTHS[n_rescaled])
-                n_rescaled += 1
-                warm = None
-                continue
-            # the update left the domain (e.g. V_hat < -lambda/sigma^2 on a non-convex stretch): step back
-            # half-way towards the last valid iterate, a few times, before giving up
-            if last_valid is None or n_backtrack >= 12:
+            back = _step_back(x, last_valid, x0_V, n_rescaled, n_backtrack)
+            if back is None:
                 failure = str(exc)
                 break
-            n_backtrack += 1
+            x = back
+            n_rescaled, n_backtrack = (n_rescaled + 1, 0) if last_valid is None else (n_rescaled, n_backtrack + 1)
             hist_x.clear()
             hist_f.clear()
-            x = Overlaps.from_array(0.5 * (x.as_array() + last_valid))
             warm = None
             continue
         failed_confirmations += unconfirmed
@@ -252,6 +243,22 @@ def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, ho
         hat, mean_M, _ = conjugates_and_energy(params, alpha, x, nodes, weights, solver, hold)
     return _Outcome(x=x, hat=hat, mean_M=mean_M, converged=converged, failure=failure, n_iter=it,
                     residuals=residuals)
+
+
+def _step_back(x: Overlaps, last_valid: np.ndarray | None, x0_V: float, n_rescaled: int,
+               n_backtrack: int) -> Overlaps | None:
+    """Where :func:`_iterate` goes when the image of ``x`` leaves the domain, or None to give up.
+
+    At the start (no valid iterate yet) its width ``V`` is far from the fixed point's (a wide proximal step on a
+    non-convex loss gives ``V_hat < -lambda/sigma^2``): the start again with the width rescaled by the next factor
+    of :data:`START_WIDTHS`. Later (e.g. ``V_hat < -lambda/sigma^2`` on a non-convex stretch): half-way back towards
+    the last valid iterate, up to 12 times in a row.
+    """
+    if last_valid is None:
+        return replace(x, V=x0_V * START_WIDTHS[n_rescaled]) if n_rescaled < len(START_WIDTHS) else None
+    if n_backtrack >= 12:
+        return None
+    return Overlaps.from_array(0.5 * (x.as_array() + last_valid))
 
 
 def _stalled(residuals: list) -> bool:
