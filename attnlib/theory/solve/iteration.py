@@ -21,13 +21,15 @@ from ..model.state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _
                                      _residual, conjugates_and_energy, default_start, overlaps_from_conjugates,
                                      se_nodes, symmetry_generators)
 
-__all__ = ["iterate_state_evolution", "resolve_start", "START_WIDTHS", "STALL_WINDOW", "STALL_FACTOR"]
+__all__ = ["iterate_state_evolution", "resolve_start", "START_WIDTHS", "STALL_WINDOW", "STALL_FACTOR", "STALL_ABOVE"]
 
 
 #: The iteration stops, unconverged, when its best residual over the last ``STALL_WINDOW`` iterations is no better
 #: than ``STALL_FACTOR`` times the best before them (:func:`_stalled`).
 STALL_WINDOW = 60
 STALL_FACTOR = 0.9
+#: ... and only while its best residual is above ``STALL_ABOVE`` times the tolerance.
+STALL_ABOVE = 1e3
 
 #: Where the image of the start leaves the domain, the start's width ``V`` is multiplied by each of these in turn.
 START_WIDTHS = (0.25, 4.0, 1 / 16, 16.0, 1 / 64, 64.0, 1 / 256)
@@ -233,7 +235,7 @@ def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, ho
         if res < solver.tol:
             converged = True  # x is a fixed point; hat and mean_M were computed at x
             break
-        if _stalled(residuals[fine_from:]):
+        if _stalled(residuals[fine_from:], solver.tol):
             failure = (f"the residual stalled: no better than {STALL_FACTOR:g} x its best ({min(residuals):.2e}) "
                        f"over the last {STALL_WINDOW} iterations")
             break
@@ -261,12 +263,14 @@ def _step_back(x: Overlaps, last_valid: np.ndarray | None, x0_V: float, n_rescal
     return Overlaps.from_array(0.5 * (x.as_array() + last_valid))
 
 
-def _stalled(residuals: list) -> bool:
-    """Has the iteration stopped making progress: is the best residual of the last :data:`STALL_WINDOW` iterations
-    no better than :data:`STALL_FACTOR` times the best before them? (A contraction that slow would need thousands
-    of iterations; the cap of ``max_iter`` would stop it unconverged anyway, minutes later where the proximal
-    searches are slow.)"""
-    if len(residuals) <= STALL_WINDOW:
+def _stalled(residuals: list, tol: float) -> bool:
+    """Has the iteration stopped making progress far from convergence: is its best residual still above
+    :data:`STALL_ABOVE` times ``tol``, and the best of the last :data:`STALL_WINDOW` iterations no better than
+    :data:`STALL_FACTOR` times the best before them? (A contraction that slow would need thousands of iterations;
+    the cap of ``max_iter`` would stop it unconverged anyway, minutes later where the proximal searches are slow.
+    Near the tolerance the residual hovers at the map's roughness, with dips below ``tol``: no stall is called
+    there.)"""
+    if len(residuals) <= STALL_WINDOW or min(residuals) <= STALL_ABOVE * tol:
         return False
     return min(residuals[-STALL_WINDOW:]) > STALL_FACTOR * min(residuals[:-STALL_WINDOW])
 
