@@ -25,7 +25,8 @@ from ..model.state_evolution import default_start, Overlaps, SEResult, SESolver
 from .iteration import iterate_state_evolution
 
 __all__ = ["follow_branch", "rescue_branch_point", "population_start", "EXISTENCE_TOL", "PLAIN_MAX_ITER",
-           "RESCUE_NEWTON", "RESCUE_EVALUATIONS", "RESCUE_SCALES", "RESCUE_NEIGHBOURS", "RESCUE_LADDER", "POPULATION_START_ALPHA"]
+           "RESCUE_NEWTON", "RESCUE_EVALUATIONS", "RESCUE_SCALES", "RESCUE_NEIGHBOURS", "RESCUE_LADDER",
+           "POPULATION_START_ALPHA"]
 
 #: Iterations allowed to the plain damped iteration that double-checks a branch's disappearance.
 PLAIN_MAX_ITER = 300

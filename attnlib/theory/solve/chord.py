@@ -180,7 +180,7 @@ def _fd_steps(x: np.ndarray, free: list, rho: float) -> np.ndarray:
     q, V, theta = x[0], x[2], x[3]
     room = {0: q - theta**2 / rho, 1: np.inf, 2: V, 3: np.sqrt(rho * q) - abs(theta)}
     steps = _FD_STEP * np.maximum(np.abs(x[free]), 1e-3)
-    return np.array([min(h, max(room[i], 0.0) / 3.0) if room[i] > 0 else h for h, i in zip(steps, free)])
+    return np.array([min(h, room[i] / 3.0) if room[i] > 0 else h for h, i in zip(steps, free)])
 
 
 def _pooled_jacobian(pooled: "_PooledMap", x0: np.ndarray, free: list) -> np.ndarray:
