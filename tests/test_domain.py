@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from attnlib import (DOMAIN, STANDARD_A, ConvergenceWarning, TaskParams, alpha_sweep, population_minimum,
                      solve_state_evolution, teacher_attention, test_error_from_overlaps)
 from attnlib.theory.model.status import DETECTION_SIGMAS, STATUSES, VANISH_FLOOR, branch_status
+from attnlib.book.explorer import explorer_view
 
 PROPERTY = settings(max_examples=16, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -109,14 +110,16 @@ def test_every_valid_call_has_an_answer(sigma, lam, omega, a11, a22, alpha, bran
 
 def test_positional_branch_found_where_the_iteration_loses_it():
     """omega 0.3, alpha 5 on the positional branch: the cold start's iteration collapses to m = 0 (the branch repels
-    it) and Newton from the cold starts misses it; the branch is found at a neighbouring alpha and followed back,
-    as the warm-started sweep finds it."""
+    it); Newton's rescue finds the branch, and every entry point gives the same m: the default solve, the
+    warm-started sweep and the book's explorer (which draws the branch as present)."""
     params = TaskParams(sigma=0.5, lam=0.01, omega=0.3, A=STANDARD_A)
     r = solve_state_evolution(params, 5.0, "positional")
     assert r.status == "on-branch"
     sweep = alpha_sweep(params, [4.0, 4.5, 5.0], branches=("positional",)).set_index("alpha")
     assert r.m == pytest.approx(sweep.loc[5.0, "m"], rel=5e-3)
     assert 1.05 < r.m / params.rho < 1.15
+    view = explorer_view(omega=0.3, alpha=5.0, sigma=0.5, lam=0.01)
+    assert view.exists["positional"] and view.branches["positional"].m == pytest.approx(r.m, rel=1e-9)
 
 
 def test_status_rules():

@@ -130,8 +130,10 @@ def explorer_view(omega: float = DEFAULTS["omega"], alpha: float = DEFAULTS["alp
     applies = table_applies(table, params) and bool(table_covers([params.omega], table)[0])
     line = phase_lines(table, [params.omega]).iloc[0] if applies else None
     lines = {k: (float(line[k]) if applies else math.nan) for k in LINE_COLUMNS}
-    exists = {b: bool(branch_exists(b, alpha, r.theta if b == "semantic" else r.m, r.converged, params.rho,
-                                    line)) for b, r in branches.items()}
+    # on the branch by the fixed point's own verdict (converged, its defining overlap present and above its
+    # error: ``SEResult.status``), and inside the branch's range of the phase table where that applies
+    exists = {b: bool(branch_exists(b, alpha, r.theta if b == "semantic" else r.m, r.status == "on-branch",
+                                    params.rho, line)) for b, r in branches.items()}
     live = [b for b in BRANCHES if exists[b]]
     global_branch = min(live, key=lambda b: branches[b].train_loss) if live else None
     rng = np.random.default_rng(seed)

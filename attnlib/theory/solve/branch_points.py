@@ -25,8 +25,8 @@ from ..model.state_evolution import default_start, Overlaps, SEResult, SESolver
 from .iteration import iterate_state_evolution
 
 __all__ = ["follow_branch", "rescue_branch_point", "population_start", "EXISTENCE_TOL", "PLAIN_MAX_ITER",
-           "RESCUE_NEWTON", "RESCUE_EVALUATIONS", "RESCUE_SCALES", "RESCUE_NEIGHBOURS", "RESCUE_LADDER",
-           "POPULATION_START_ALPHA"]
+           "RESCUE_NEWTON", "RESCUE_EVALUATIONS", "RESCUE_PATIENCE", "RESCUE_SCALES", "RESCUE_NEIGHBOURS",
+           "RESCUE_NEAR", "RESCUE_LADDER", "POPULATION_START_ALPHA"]
 
 #: Iterations allowed to the plain damped iteration that double-checks a branch's disappearance.
 PLAIN_MAX_ITER = 300
@@ -46,6 +46,10 @@ RESCUE_NEWTON = 3
 #: that find the branch take 10 to 30; those that do not run on to 100 and more).
 RESCUE_EVALUATIONS = 40
 
+#: ... and a search that has not halved its residual after this many evaluations stops (one that makes no
+#: headway: where no fixed point lies near its start, the residual stays where it began).
+RESCUE_PATIENCE = 15
+
 #: Cold starts of that search: the default start with its defining overlap scaled by these factors, then the
 #: default defining overlap on the width and norm of the point the iteration collapsed to.
 RESCUE_SCALES = (0.6, 0.3)
@@ -54,6 +58,11 @@ RESCUE_SCALES = (0.6, 0.3)
 #: iteration), it is looked for at ``alpha`` times each of these factors in turn, and followed back from the first
 #: that has it, in steps of at most :data:`RESCUE_LADDER` in ``alpha`` (the continuation from where it is found).
 RESCUE_NEIGHBOURS = (1.1, 0.9)
+
+#: ... which is done only where some cold start ended near the branch: unconverged, its defining overlap present and
+#: its residual (in the coordinates of :class:`~attnlib.theory.solve.newton.FixedPointMap`: log q, log V, m/rho,
+#: theta/rho) below this.
+RESCUE_NEAR = 0.2
 
 #: Largest ratio of consecutive ``alpha`` on the way back from a neighbour.
 RESCUE_LADDER = 1.05
@@ -118,15 +127,17 @@ def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Ov
     ``start`` (a nearby point of the branch) or, if None, from cold starts: the branch's default start with its
     defining overlap scaled by each of :data:`RESCUE_SCALES`, then (given ``collapsed``, the point the iteration
     collapsed to) ``collapsed``'s ``q`` and ``V`` with the default defining overlap; at most :data:`RESCUE_NEWTON`
-    corrector iterations per round. Where no cold start finds it, the branch is looked for at the neighbouring
-    ``alpha`` of :data:`RESCUE_NEIGHBOURS` and followed back from the first that has it (Newton from each point
+    corrector iterations per round. Where no cold start finds it but one ended near the branch
+    (:data:`RESCUE_NEAR`), the branch is looked for at the neighbouring ``alpha`` of :data:`RESCUE_NEIGHBOURS` and
+    followed back from the first that has it (Newton from each point
     of the way, :data:`RESCUE_LADDER`). Returns the first converged fixed point whose defining overlap is present
     (at least ``EXISTENCE_TOL * rho``), else None."""
     solver = solver or SESolver()
     if start is not None:
         return _newton_from(params, alpha, branch, [start], solver)
-    found = _newton_from(params, alpha, branch, _cold_starts(params, branch, collapsed), solver)
-    if found is not None:
+    found, near = _newton_search(params, alpha, branch, _cold_starts(params, branch, collapsed), solver)
+    if found is not None or not near:
+        # no cold start came near a point of the branch: none to look for at the neighbours either
         return found
     for factor in RESCUE_NEIGHBOURS:
         near = _newton_from(params, alpha * factor, branch, _cold_starts(params, branch, collapsed), solver)
@@ -168,15 +179,24 @@ def _cold_starts(params: TaskParams, branch: str, collapsed: Overlaps | None) ->
 
 def _newton_from(params: TaskParams, alpha: float, branch: str, starts: list, solver: SESolver) -> SEResult | None:
     """The first converged Newton solve from ``starts`` with the defining overlap present, else None."""
+    return _newton_search(params, alpha, branch, starts, solver)[0]
+
+
+def _newton_search(params: TaskParams, alpha: float, branch: str, starts: list, solver: SESolver) -> tuple:
+    """``(found, near)``: the first converged Newton solve from ``starts`` with the defining overlap present (else
+    None), and whether any search ended near a point of the branch without converging (the defining overlap
+    present, the residual below :data:`RESCUE_NEAR`)."""
     settings = Continuation(solver=solver, max_newton=RESCUE_NEWTON)
+    near = False
     for x0 in starts:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             try:
                 res = newton_fixed_point(params, alpha, branch, x0, settings=settings,
-                                         max_evaluations=RESCUE_EVALUATIONS)
+                                         max_evaluations=RESCUE_EVALUATIONS, give_up_after=RESCUE_PATIENCE)
             except (ValueError, ArithmeticError):   # Newton left the domain of the map: no point from here
                 continue
         if _on_branch(params, branch, res):
-            return res
-    return None
+            return res, True
+        near = near or (res.residual < RESCUE_NEAR and defining_overlap(branch, res) >= EXISTENCE_TOL * params.rho)
+    return None, near

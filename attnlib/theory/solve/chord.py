@@ -273,13 +273,12 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
     Where the pooled solve cannot be carried out (a map evaluation leaves the domain of the equations, or a
     step matrix is singular), the answer is the start rule's fixed point, with ``converged=False`` and a warning
     that names the branch, the point and the failure."""
+    base = _start_rule_point(params, alpha, branch, start)
     try:
         fp, hat, calls, residual = _solve(params, alpha, branch, start, CHORD_ORDER, CHORD_SEEDS, ACCURATE_RTOL,
-                                          CHORD_MAX_ORDER, 1e-5, 25, 4, NOISE_FRACTION)
+                                          CHORD_MAX_ORDER, 1e-5, 25, 4, NOISE_FRACTION, base=base)
     except (ArithmeticError, np.linalg.LinAlgError) as exc:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            fallback = follow_branch(params, alpha, branch, start, chord_start_solver())
+        fallback = base
         warn_caller(f"the default rule's solve failed (branch={branch}, alpha={alpha:g}, sigma={params.sigma:g}, "
                     f"lambda={params.lam:g}, omega={params.omega:g}): {type(exc).__name__}: {exc}; the numbers are "
                     f"the start rule's ({fallback.rule or 'Gauss-Hermite'}) last iterate")
@@ -293,19 +292,26 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
                     stderr=dict(fp.stderr))
 
 
+def _start_rule_point(params: TaskParams, alpha: float, branch: str, start: Overlaps | None) -> SEResult:
+    """The chord's starting point: the branch's point under the start rule (:func:`chord_start_solver`), found as a
+    sweep finds it (:func:`~attnlib.theory.solve.branch_points.follow_branch`, its discarded attempts silent)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return follow_branch(params, alpha, branch, start, chord_start_solver())
+
+
 def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring, noise_fraction,
-           start_rule=True, own_jacobian=False):
+           start_rule=True, own_jacobian=False, base: SEResult | None = None):
     """:func:`solve_chord`, returning also the pooled conjugates at the fixed point, the number of pooled map
-    evaluations and the last residual."""
+    evaluations and the last residual; ``base``, where given, is the start rule's point (``follow_branch`` from
+    ``start``), already solved."""
     t0 = time.perf_counter()
     alpha, seeds, order, max_order, rtol, tol, max_steps, noise_fraction, n_ring = _check_solve_arguments(
         alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring, noise_fraction, start_rule)
     hold = _hold(params, branch)
     start_solver = chord_start_solver()
     if start_rule:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            x0 = follow_branch(params, alpha, branch, start, start_solver).overlaps
+        x0 = (base or _start_rule_point(params, alpha, branch, start)).overlaps
     else:
         x0 = Overlaps.from_array(_with_hold(start.as_array(), hold))
     trivial = x0.q <= TRIVIAL_Q * params.rho

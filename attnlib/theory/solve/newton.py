@@ -265,7 +265,7 @@ def jacobian_determinant(fmap: FixedPointMap, overlaps: Overlaps, alpha: float,
 
 def newton_fixed_point(params: TaskParams, alpha: float, branch: str, start: Overlaps,
                        settings: Continuation | None = None, fmap: FixedPointMap | None = None,
-                       max_evaluations: int | None = None) -> SEResult:
+                       max_evaluations: int | None = None, give_up_after: int | None = None) -> SEResult:
     """A fixed point of ``branch`` at fixed ``alpha`` by Newton's method from ``start`` (finite-difference
     Jacobian, Broyden updates, step halving when the residual grows or the domain is left).
 
@@ -273,7 +273,9 @@ def newton_fixed_point(params: TaskParams, alpha: float, branch: str, start: Ove
     so it also finds fixed points that repel the state-evolution iteration (useful for ``branch="free"``
     started at the overlaps of a finite-d minimiser). ``converged=False`` (with a warning) if the tolerance
     of ``settings`` is not reached, or (given ``max_evaluations``) when the map has been evaluated that many times
-    in this call (finite differences included) before it is.
+    in this call (finite differences included) before it is, or (given ``give_up_after``) when after that many
+    evaluations the residual has not fallen below half its value at the start (a search that makes no headway:
+    where no fixed point lies near, e.g. where the map's image collapses to ``q -> 0``, the residual stays put).
     """
     t0 = time.perf_counter()
     settings = settings or Continuation()
@@ -286,10 +288,15 @@ def newton_fixed_point(params: TaskParams, alpha: float, branch: str, start: Ove
     except FloatingPointError as exc:
         raise ValueError(f"start is outside the domain of the state evolution: {exc}") from None
     J = fmap.jacobian(u, t, r, settings.fd_step)[:, :-1]
-    budget = math.inf if max_evaluations is None else fmap.n_evaluations + max_evaluations
+    first_evaluation = fmap.n_evaluations
+    budget = math.inf if max_evaluations is None else first_evaluation + max_evaluations
+    patience = math.inf if give_up_after is None else first_evaluation + give_up_after
+    r_start = float(np.max(np.abs(r)))
     it = 0
     for it in range(1, 4 * settings.max_newton + 1):
-        if np.max(np.abs(r)) < settings.tol or fmap.n_evaluations >= budget:
+        res = float(np.max(np.abs(r)))
+        if res < settings.tol or fmap.n_evaluations >= budget or (
+                fmap.n_evaluations >= patience and res > 0.5 * r_start):
             break
         du = -np.linalg.lstsq(J, r, rcond=None)[0]
         step, accepted = 1.0, False
