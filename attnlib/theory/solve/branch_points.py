@@ -99,9 +99,12 @@ def follow_branch(params: TaskParams, alpha: float, branch: str, start: Overlaps
     if start is None and alpha >= POPULATION_START_ALPHA and branch in ("semantic", "positional"):
         # many samples: the branch lies near the population risk's minimiser on its subspace (its alpha -> inf
         # limit), where the default start can lead to another fixed point of the subspace
-        found = _newton_from(params, alpha, branch, [population_start(params, branch)], solver)
+        tried = [population_start(params, branch)]
+        found = _newton_from(params, alpha, branch, tried, solver)
         if found is not None:
             return found
+    else:
+        tried = []
     cold = start is None or defining_overlap(branch, start) < EXISTENCE_TOL * params.rho
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -117,12 +120,13 @@ def follow_branch(params: TaskParams, alpha: float, branch: str, start: Overlaps
     if branch not in ("semantic", "positional") or (start is not None and cold):
         return res
     found = rescue_branch_point(params, alpha, branch, None if cold else start, solver,
-                                collapsed=res.overlaps if res.converged else None)
+                                collapsed=res.overlaps if res.converged else None, tried=tried)
     return found if found is not None else res
 
 
 def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Overlaps | None,
-                        solver: SESolver | None = None, collapsed: Overlaps | None = None) -> SEResult | None:
+                        solver: SESolver | None = None, collapsed: Overlaps | None = None,
+                        tried: list | tuple = ()) -> SEResult | None:
     """The point of ``branch`` at ``alpha`` by Newton's method (:func:`attnlib.newton_fixed_point`), from
     ``start`` (a nearby point of the branch) or, if None, from cold starts: the branch's default start with its
     defining overlap scaled by each of :data:`RESCUE_SCALES`, then (given ``collapsed``, the point the iteration
@@ -130,12 +134,14 @@ def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Ov
     corrector iterations per round. Where no cold start finds it but one ended near the branch
     (:data:`RESCUE_NEAR`), the branch is looked for at the neighbouring ``alpha`` of :data:`RESCUE_NEIGHBOURS` and
     followed back from the first that has it (Newton from each point
-    of the way, :data:`RESCUE_LADDER`). Returns the first converged fixed point whose defining overlap is present
+    of the way, :data:`RESCUE_LADDER`). Cold starts in ``tried`` (searched from already, at ``alpha``) are skipped
+    at ``alpha``. Returns the first converged fixed point whose defining overlap is present
     (at least ``EXISTENCE_TOL * rho``), else None."""
     solver = solver or SESolver()
     if start is not None:
         return _newton_from(params, alpha, branch, [start], solver)
-    found, near = _newton_search(params, alpha, branch, _cold_starts(params, branch, collapsed), solver)
+    starts = [x for x in _cold_starts(params, branch, collapsed) if x not in tried]
+    found, near = _newton_search(params, alpha, branch, starts, solver)
     if found is not None or not near:
         # no cold start came near a point of the branch: none to look for at the neighbours either
         return found
