@@ -59,7 +59,8 @@ from .finite_d.arbiter import (FiniteDThreshold, arbiter_table, finite_d_critica
 from .finite_d.landscape import barrier_height, loss_along_path
 from .finite_d.sim_sweeps import classify_minima
 from .finite_d.construction import construction_pairs, construction_summary, paired_profile
-from .finite_d.extrapolation import branch_minimisers, compare_with_fixed_points, seed_mean_extrapolation
+from .finite_d.extrapolation import (branch_minimisers, compare_with_fixed_points, nearest_branch_comparison,
+                                     seed_mean_extrapolation)
 from .finite_d.arbiter import loss_zero_theory
 from .finite_d.construction import accurate_pinned_profile, construction_table
 from .finite_d.data import make_teacher
@@ -88,7 +89,8 @@ __all__ = [
     "newton_fixed_point", "trace_branch", "FiniteDThreshold", "arbiter_table", "finite_d_critical_alpha",
     "finite_d_minimum", "finite_d_theta_loss_alpha", "finite_d_linear_alpha", "barrier_height", "loss_along_path",
     "classify_minima", "construction_pairs", "construction_summary", "paired_profile", "branch_minimisers",
-    "seed_mean_extrapolation", "compare_with_fixed_points", "loss_zero_theory", "accurate_pinned_profile",
+    "seed_mean_extrapolation", "compare_with_fixed_points", "nearest_branch_comparison", "loss_zero_theory",
+    "accurate_pinned_profile",
     "construction_table", "make_teacher", "fixed_point_near", "pinned_profile", "prox_coverage", "rs_validity",
     "solver_checks", "general_default_start", "general_nodes", "general_test_error", "NO_ROOT", "distinct_branch",
     "summarise_phase_diagram", "fixed_point_errors", "map_image_errors", "library_fingerprint", "provenance",

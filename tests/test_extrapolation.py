@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnlib.finite_d.extrapolation import branch_minimisers, compare_with_fixed_points, seed_mean_extrapolation
+from attnlib.finite_d.extrapolation import (branch_minimisers, compare_with_fixed_points, nearest_branch_comparison,
+                                           seed_mean_extrapolation)
 
 DS = (1000, 2000, 4000)
 
@@ -69,3 +70,31 @@ def test_comparison_finds_agreement_and_a_shifted_theory():
         compare_with_fixed_points(fd, theory.assign(alpha=2.0), quantities=("train_loss",))
     with pytest.raises(ValueError, match="one row per"):
         compare_with_fixed_points(fd, pd.concat([theory, theory]), quantities=("train_loss",))
+
+
+def test_nearest_branch_comparison_keeps_the_runs_that_stayed_and_recovers_each_branch():
+    """Two branches with known limits: the runs from each start extrapolate to their branch's values, and a run
+    from the positional start that ended near the semantic fixed point is not counted as a positional one."""
+    rng = np.random.default_rng(3)
+    fixed = {"semantic": dict(q=0.2, m=0.01, theta=0.15, test_error=0.004, train_loss=0.006),
+             "positional": dict(q=0.05, m=0.25, theta=0.0, test_error=0.009, train_loss=0.007)}
+    rows = []
+    for start, f in fixed.items():
+        for d in DS:
+            for s in range(5):
+                noise = 1e-4 * np.sqrt(1000 / d) * rng.standard_normal(5)
+                rows.append(dict(case=0, alpha=1.3, start=start, d=d, seed=s, q=f["q"] + 2 / d + noise[0],
+                                 m=(-1) ** s * (f["m"] + noise[1]), theta=(-1) ** s * (f["theta"] + noise[2]),
+                                 test_error_cv=f["test_error"] + 1 / d + noise[3], train_loss=f["train_loss"] + noise[4]))
+    # a positional start that left for the semantic minimum
+    rows.append(dict(case=0, alpha=1.3, start="positional", d=4000, seed=9, q=0.2, m=0.0, theta=0.15,
+                     test_error_cv=0.004, train_loss=0.006))
+    theory = pd.DataFrame([dict(case=0, alpha=1.3, branch=b, **f) for b, f in fixed.items()])
+    table = nearest_branch_comparison(pd.DataFrame(rows), theory).set_index(["branch", "quantity"])
+    assert table.loc[("positional", "q"), "kept"] == 15 and table.loc[("semantic", "q"), "kept"] == 15
+    for (branch, quantity), row in table.iterrows():
+        assert abs(row.z) < 4, (branch, quantity, row.z)
+    assert table.loc[("semantic", "overlap"), "theory"] == 0.15 and table.loc[("positional", "overlap"), "theory"] == 0.25
+    shifted = theory.assign(test_error=theory.test_error * 1.2)
+    bad = nearest_branch_comparison(pd.DataFrame(rows), shifted).set_index(["branch", "quantity"])
+    assert (bad.xs("test_error", level="quantity").z < -10).all()

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .arbiter import extrapolate_inverse_d
 
-__all__ = ["seed_mean_extrapolation", "branch_minimisers", "compare_with_fixed_points"]
+__all__ = ["seed_mean_extrapolation", "branch_minimisers", "compare_with_fixed_points", "nearest_branch_comparison"]
 
 #: the quantities :func:`compare_with_fixed_points` compares by default (columns of both tables)
 QUANTITIES = ("train_loss", "test_error", "q_trace", "theta_norm", "m_norm")
@@ -106,3 +106,48 @@ def compare_with_fixed_points(finite_d: pd.DataFrame, theory: pd.DataFrame, keys
                          "rel_diff": fit["inf"] / value - 1.0,
                          "z": (fit["inf"] - value) / scale if scale > 0 else math.nan})
     return pd.DataFrame(rows)
+
+
+def nearest_branch_comparison(runs: pd.DataFrame, theory: pd.DataFrame, keys=("case", "alpha"),
+                              quantities=("test_error", "train_loss", "q", "overlap")) -> pd.DataFrame:
+    """Two-token, rank-one minimisers from the semantic and the positional start against the fixed points of
+    both branches at the same point: each run is kept as a measurement of its start's branch when its overlaps
+    ``(|m|, |theta|)`` lie nearer that branch's fixed point than the other's (it stayed in its basin), and the
+    kept runs are compared with the branch by :func:`compare_with_fixed_points` (extrapolated in ``1/d``).
+
+    Parameters
+    ----------
+    runs : pandas.DataFrame
+        One row per run: ``keys``, ``start`` (``"semantic"`` or ``"positional"``), ``d``, ``seed``, ``m``,
+        ``theta``, ``q``, ``train_loss`` and ``test_error_cv`` (compared as ``test_error``).
+    theory : pandas.DataFrame
+        One row per ``keys`` and ``branch`` (both branches at every point): ``m``, ``theta``, ``q``,
+        ``test_error``, ``train_loss`` and their standard errors ``<name>_err``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :func:`compare_with_fixed_points`'s table over ``(*keys, "branch")``, where ``overlap`` is the branch's
+        defining overlap (``|theta|`` semantic, ``|m|`` positional), plus ``kept``, the runs kept per row.
+    """
+    keys = list(keys)
+    th = theory.assign(overlap=np.where(theory.branch == "semantic", theory.theta.abs(), theory.m.abs()),
+                       overlap_err=np.where(theory.branch == "semantic", theory.get("theta_err", 0.0),
+                                            theory.get("m_err", 0.0)))
+    fixed = th.set_index([*keys, "branch"])
+    if not fixed.index.is_unique:
+        raise ValueError(f"theory must hold one row per {keys} and branch")
+    other = {"semantic": "positional", "positional": "semantic"}
+
+    def distance(row, branch):
+        f = fixed.loc[(*[row[k] for k in keys], branch)]
+        return math.hypot(abs(row["m"]) - abs(f["m"]), abs(row["theta"]) - abs(f["theta"]))
+
+    stayed = np.array([distance(row, row["start"]) < distance(row, other[row["start"]])
+                       for _, row in runs.iterrows()], dtype=bool)
+    kept = runs[stayed].assign(branch=runs.start[stayed], test_error=runs.test_error_cv[stayed],
+                               overlap=np.where(runs.start[stayed] == "semantic", runs.theta[stayed].abs(),
+                                                runs.m[stayed].abs()))
+    table = compare_with_fixed_points(kept, th, (*keys, "branch"), quantities)
+    counts = kept.groupby([*keys, "branch"]).size().rename("kept").reset_index()
+    return table.merge(counts, on=[*keys, "branch"], how="left")
