@@ -133,10 +133,9 @@ def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Ov
     collapsed to) ``collapsed``'s ``q`` and ``V`` with the default defining overlap; at most :data:`RESCUE_NEWTON`
     corrector iterations per round. Where no cold start finds it but one ended near the branch
     (:data:`RESCUE_NEAR`), the branch is looked for at the neighbouring ``alpha`` of :data:`RESCUE_NEIGHBOURS` and
-    followed back from the first that has it (Newton from each point
-    of the way, :data:`RESCUE_LADDER`). Cold starts in ``tried`` (searched from already, at ``alpha``) are skipped
-    at ``alpha``. Returns the first converged fixed point whose defining overlap is present
-    (at least ``EXISTENCE_TOL * rho``), else None."""
+    followed back from the first that has it (Newton from each point of the way, :data:`RESCUE_LADDER`). Cold
+    starts in ``tried`` (searched from already, at ``alpha``) are skipped at ``alpha``. Returns the first converged
+    fixed point whose defining overlap is present (at least ``EXISTENCE_TOL * rho``), else None."""
     solver = solver or SESolver()
     if start is not None:
         return _newton_from(params, alpha, branch, [start], solver)
