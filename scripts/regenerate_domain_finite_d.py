@@ -95,7 +95,6 @@ def run_finite_d(points, n_jobs: int) -> pd.DataFrame:
                            for row in rows])
         df.insert(0, "case", case)
         df["A11"], df["A22"] = params.A[0][0], params.A[1][1]
-        df["branch"] = df["start"]
         frames.append(df)
         print(f"case {case}: {len(df)} runs", flush=True)
     return pd.concat(frames, ignore_index=True)
