@@ -19,6 +19,9 @@ from attnlib import (DOMAIN, STANDARD_A, ConvergenceWarning, TaskParams, alpha_s
                      solve_state_evolution, teacher_attention, test_error_from_overlaps)
 from attnlib.theory.model.status import DETECTION_SIGMAS, STATUSES, VANISH_FLOOR, branch_status
 from attnlib.book.explorer import explorer_view
+from attnlib.theory.solve.branch_points import _cold_starts, _newton_search, _search_under
+from attnlib.theory.solve.chord import START_HOVER_WINDOW, chord_start_solver
+from attnlib.theory.solve.iteration import iterate_state_evolution
 
 PROPERTY = settings(max_examples=16, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -166,3 +169,46 @@ def test_large_alpha_approaches_the_population_minimum(branch):
         assert getattr(r, key) == pytest.approx(getattr(pm, key), rel=0.02)
     assert excess[0] > excess[1] > 0
     assert 1 / 1.3 < -np.log10(excess[1] / excess[0]) < 1.3
+
+
+def test_absent_branch_carries_the_uninformed_point():
+    """Where the branch is absent (the semantic branch at alpha 0.4, the paper's parameters) the verdict carries the
+    point that exists, the uninformed one, solved on its own subspace: m = theta = 0 exactly, and q, V and the errors
+    those of the agnostic solve within their standard errors."""
+    params = TaskParams(sigma=0.5, lam=0.01, omega=0.3, A=STANDARD_A)
+    r = solve_state_evolution(params, 0.4, "semantic")
+    agnostic = solve_state_evolution(params, 0.4, "agnostic")
+    assert r.status == "branch-absent" and agnostic.status == "on-branch"
+    assert r.m == 0.0 and r.theta == 0.0
+    for k in ("q", "V", "test_error", "train_loss"):
+        err = math.hypot(r.stderr[k], agnostic.stderr[k])
+        assert getattr(r, k) == pytest.approx(getattr(agnostic, k), abs=3 * err + 1e-12), k
+
+
+def test_start_rule_stops_where_its_residual_hovers():
+    """omega 0.6, alpha 2, semantic: under the chord's start rule the iteration's residual hovers near 1e-3 (nodes
+    switching proximal minimum), far above the tolerance; the hover rule stops it within a few windows (without it,
+    it runs its 400 iterations), unconverged and saying why."""
+    params = TaskParams(sigma=0.5, lam=0.01, omega=0.6, A=STANDARD_A)
+    with pytest.warns(ConvergenceWarning, match="hovers"):
+        r = iterate_state_evolution(params, 2.0, "semantic", solver=chord_start_solver())
+    assert not r.converged and 2 * START_HOVER_WINDOW <= r.n_iter <= 8 * START_HOVER_WINDOW
+    # stopped near the branch (a start for the chord): within 15 % of the default solve's theta (the start rule is
+    # a coarse rule, and the iterate hovers)
+    assert r.theta == pytest.approx(solve_state_evolution(params, 2.0, "semantic").theta, rel=0.15)
+
+
+@pytest.mark.parametrize("alpha, branch, found", [(5.0, "positional", True), (0.4, "semantic", False)])
+def test_coarse_screening_keeps_the_rescue_verdict(alpha, branch, found):
+    """The rescue's Newton searches screened under the coarse rule find the branch where the searches under the start
+    rule alone find it, and declare it absent where they do (the paper's parameters, omega 0.3)."""
+    params = TaskParams(sigma=0.5, lam=0.01, omega=0.3, A=STANDARD_A)
+    solver = chord_start_solver()
+    starts = _cold_starts(params, branch, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        screened, _ = _newton_search(params, alpha, branch, starts, solver)
+        fine, _ = _search_under(params, alpha, branch, starts, solver)
+    assert (screened is not None) == (fine is not None) == found
+    if found:
+        assert screened.m == pytest.approx(fine.m, rel=1e-4)

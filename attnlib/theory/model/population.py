@@ -26,6 +26,7 @@ from scipy.optimize import minimize
 
 from ...params import TaskParams
 from .generalisation import test_error_from_overlaps
+from .quadrature import Quadrature
 from .status import branch_status, defining_overlap
 
 __all__ = ["PopulationMinimum", "population_minimum"]
@@ -75,7 +76,8 @@ def _overlaps(params: TaskParams, branch: str, z: np.ndarray) -> tuple[float, fl
 _FREE = {"semantic": ("theta", "s"), "positional": ("m", "s"), "free": ("m", "theta", "s")}
 
 
-def population_minimum(params: TaskParams, branch: str = "semantic") -> PopulationMinimum:
+def population_minimum(params: TaskParams, branch: str = "semantic",
+                       quadrature: Quadrature | None = None) -> PopulationMinimum:
     """The minimiser of the population risk ``eps_g(q, m, theta)`` on ``branch`` (the fixed point's limit as
     ``alpha -> inf``; module docstring).
 
@@ -85,6 +87,9 @@ def population_minimum(params: TaskParams, branch: str = "semantic") -> Populati
         The task (``L = 2``); ``lam`` does not enter.
     branch : {"semantic", "positional", "free"}
         The subspace: ``m = 0``, ``theta = 0``, or neither held.
+    quadrature : Quadrature, optional
+        The rule of ``eps_g`` (default that of :func:`attnlib.test_error_from_overlaps`, converged to ~1e-8); a
+        coarser one gives a cheaper approximation (a start for the solvers at large ``alpha``).
 
     Returns
     -------
@@ -95,8 +100,10 @@ def population_minimum(params: TaskParams, branch: str = "semantic") -> Populati
     if branch not in ("semantic", "positional", "free"):
         raise ValueError(f"branch must be 'semantic', 'positional' or 'free', got {branch!r}")
 
+    rule = {} if quadrature is None else {"quadrature": quadrature}
+
     def risk(z):
-        return test_error_from_overlaps(params, *_overlaps(params, branch, z))
+        return test_error_from_overlaps(params, *_overlaps(params, branch, z), **rule)
 
     bounds = [(-50.0, 50.0) if name != "s" else (0.0, 100.0) for name in _FREE[branch]]
     best = None

@@ -135,6 +135,12 @@ class SESolver:
         instead of the hard choice. The quadrature sum then varies smoothly where a node's proximal point
         switches minimum, which pseudo-arclength continuation needs (``attnlib.theory.branches.continuation``); the
         state evolution of book chapter 4 is the limit ``tau -> 0`` (default 0: exact hard choice).
+    hover_window : int
+        ``W > 0``: the iteration also stops, unconverged, when the best residual of its last ``W`` iterations is no
+        better than half the best of the ``W`` before them, once its best is below ``HOVER_BELOW`` (1e-2, module
+        ``attnlib.theory.solve.iteration``): a map that is rough at the scale of the tolerance (many nodes switching
+        proximal minimum, at large width ``V``) makes the residual hover there for hundreds of iterations. For a
+        start that other solvers refine (the pooled rule's chord); 0 (default): off.
     """
 
     quadrature: Quadrature = field(default_factory=lambda: Quadrature("gauss-hermite", 12))
@@ -151,6 +157,7 @@ class SESolver:
     coarse_quadrature: Quadrature | None = field(default_factory=lambda: Quadrature("gauss-hermite", 6))
     coarse_until: float = 1e-3
     tie_smoothing: float = 0.0
+    hover_window: int = 0
 
     def __post_init__(self):
         if self.prox_mode not in PROX_MODES:
@@ -168,7 +175,7 @@ class SESolver:
                              f"search the nodes within it of a tie), got {self.jump_margin!r}")
         if not (0.0 < check_finite_scalar("tol", self.tol) < 1.0):
             raise ValueError(f"tol must lie in (0, 1), got {self.tol!r}")
-        for name in ("max_iter", "anderson", "n_ring"):
+        for name in ("max_iter", "anderson", "n_ring", "hover_window"):
             v = getattr(self, name)
             lo = 1 if name == "max_iter" else 0
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:

@@ -21,12 +21,13 @@ from ...params import TaskParams
 from .newton import Continuation, newton_fixed_point
 from ..model.status import VANISH_FLOOR, defining_overlap
 from ..model.population import population_minimum
+from ..model.quadrature import Quadrature
 from ..model.state_evolution import default_start, Overlaps, SEResult, SESolver
 from .iteration import iterate_state_evolution
 
 __all__ = ["follow_branch", "rescue_branch_point", "population_start", "EXISTENCE_TOL", "PLAIN_MAX_ITER",
            "RESCUE_NEWTON", "RESCUE_EVALUATIONS", "RESCUE_PATIENCE", "RESCUE_SCALES", "RESCUE_NEIGHBOURS",
-           "RESCUE_NEAR", "RESCUE_LADDER", "POPULATION_START_ALPHA"]
+           "RESCUE_NEAR", "RESCUE_NEAR_OVERLAP", "RESCUE_LADDER", "POPULATION_START_ALPHA", "POPULATION_START_RULE"]
 
 #: Iterations allowed to the plain damped iteration that double-checks a branch's disappearance.
 PLAIN_MAX_ITER = 300
@@ -59,10 +60,14 @@ RESCUE_SCALES = (0.6, 0.3)
 #: that has it, in steps of at most :data:`RESCUE_LADDER` in ``alpha`` (the continuation from where it is found).
 RESCUE_NEIGHBOURS = (1.1, 0.9)
 
-#: ... which is done only where some cold start ended near the branch: unconverged, its defining overlap present and
-#: its residual (in the coordinates of :class:`~attnlib.theory.solve.newton.FixedPointMap`: log q, log V, m/rho,
-#: theta/rho) below this.
+#: ... which is done only where some cold start ended near the branch: unconverged, its residual (in the coordinates
+#: of :class:`~attnlib.theory.solve.newton.FixedPointMap`: log q, log V, m/rho, theta/rho) below this ...
 RESCUE_NEAR = 0.2
+
+#: ... and its defining overlap at least this times rho (ten times the floor of a present overlap: a search that
+#: ends with a residual of 1e-3 and an overlap of 1e-3 rho is on its way to the uninformed point, not the branch;
+#: those that end near a branch the neighbours then find have overlaps of order rho).
+RESCUE_NEAR_OVERLAP = 10 * EXISTENCE_TOL
 
 #: Largest ratio of consecutive ``alpha`` on the way back from a neighbour.
 RESCUE_LADDER = 1.05
@@ -160,15 +165,21 @@ def rescue_branch_point(params: TaskParams, alpha: float, branch: str, start: Ov
 
 def population_start(params: TaskParams, branch: str) -> Overlaps:
     """A start near the branch's point at large ``alpha``: the minimiser of the population risk on the branch's
-    subspace (:func:`attnlib.population_minimum`, its ``alpha -> inf`` limit), moved off the edge of the overlaps'
-    domain (``q`` raised by 1 %), with the default width."""
+    subspace (:func:`attnlib.population_minimum` under :data:`POPULATION_START_RULE`, its ``alpha -> inf`` limit),
+    moved off the edge of the overlaps' domain (``q`` raised by 1 %), with the default width."""
     pm = _population_minimum(params, branch)
     return Overlaps(q=1.01 * pm.q + 1e-6 * params.rho, m=pm.m, V=default_start(params, branch).V, theta=pm.theta)
 
 
+#: The rule of the population risk in :func:`population_start`: a start needs the minimiser to a few per cent (8 nodes
+#: per dimension: within 5 % in q, 2 % in m and theta of the converged rule's at random points of the domain, in a
+#: tenth of its time on the semantic branch).
+POPULATION_START_RULE = Quadrature("gauss-hermite", 8)
+
+
 @functools.lru_cache(maxsize=64)
 def _population_minimum(params: TaskParams, branch: str):
-    return population_minimum(params, branch)
+    return population_minimum(params, branch, quadrature=POPULATION_START_RULE)
 
 
 def _cold_starts(params: TaskParams, branch: str, collapsed: Overlaps | None) -> list:
@@ -190,7 +201,26 @@ def _newton_from(params: TaskParams, alpha: float, branch: str, starts: list, so
 def _newton_search(params: TaskParams, alpha: float, branch: str, starts: list, solver: SESolver) -> tuple:
     """``(found, near)``: the first converged Newton solve from ``starts`` with the defining overlap present (else
     None), and whether any search ended near a point of the branch without converging (the defining overlap
-    present, the residual below :data:`RESCUE_NEAR`)."""
+    at least :data:`RESCUE_NEAR_OVERLAP`, the residual below :data:`RESCUE_NEAR`).
+
+    The searches run first under the solver's coarse rule (``solver.coarse_quadrature``, a sixteenth of the nodes):
+    where none of them comes near the branch, none under the fine rule does either (the two rules' maps differ by
+    far less than the residuals of a search that makes no headway), and the answer is ``(None, False)``; a point
+    found is polished under the fine rule, and where that fails, or a coarse search came near, the fine searches
+    run from ``starts``."""
+    if solver.coarse_quadrature is not None and len(starts) > 1:
+        found, near = _search_under(params, alpha, branch, starts, replace(solver, quadrature=solver.coarse_quadrature))
+        if found is None and not near:
+            return None, False
+        if found is not None:
+            polished, _ = _search_under(params, alpha, branch, [found.overlaps], solver)
+            if polished is not None:
+                return polished, True
+    return _search_under(params, alpha, branch, starts, solver)
+
+
+def _search_under(params: TaskParams, alpha: float, branch: str, starts: list, solver: SESolver) -> tuple:
+    """:func:`_newton_search` under the rule of ``solver`` alone."""
     settings = Continuation(solver=solver, max_newton=RESCUE_NEWTON)
     near = False
     for x0 in starts:
@@ -203,5 +233,6 @@ def _newton_search(params: TaskParams, alpha: float, branch: str, starts: list, 
                 continue
         if _on_branch(params, branch, res):
             return res, True
-        near = near or (res.residual < RESCUE_NEAR and defining_overlap(branch, res) >= EXISTENCE_TOL * params.rho)
+        near = near or (res.residual < RESCUE_NEAR
+                        and defining_overlap(branch, res) >= RESCUE_NEAR_OVERLAP * params.rho)
     return None, near

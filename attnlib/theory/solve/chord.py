@@ -39,12 +39,14 @@ from .accurate import ACCURATE_FIELDS, ACCURATE_RTOL, AccurateFixedPoint, check_
 from .differences import central_jacobian
 from ..model.generalisation import test_error_from_overlaps
 from ..model.quadrature import Quadrature
+from ..model.status import VANISH_FLOOR, defining_overlap
 from ..model.state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy, _hold,
                                      _residual, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
                                      symmetry_generators)
 from .branch_points import follow_branch
 
-__all__ = ["CHORD_FIELDS", "CHORD_ORDER", "CHORD_SEEDS", "CHORD_MAX_ORDER", "NOISE_FRACTION", "chord_start_solver", "solve_chord",
+__all__ = ["CHORD_FIELDS", "CHORD_ORDER", "CHORD_SEEDS", "CHORD_MAX_ORDER", "NOISE_FRACTION", "START_HOVER_WINDOW",
+           "chord_start_solver", "solve_chord",
            "scrambling_fixed_points"]
 
 #: log2 of the points of each pooled scrambling (four of them: ``2**17`` points in all)
@@ -68,11 +70,17 @@ TRIVIAL_Q = 1e-9
 TRIVIAL_EVAL_Q = 1e-14
 
 
+#: The start rule's iteration stops where its residual hovers for this many iterations (``SESolver.hover_window``):
+#: where it converges it does so in at most ~65 iterations (random points of the domain and the paper's), where it
+#: hovers (large width V) it used to run its 400 iterations, 15-25 s, for a start the chord refines anyway.
+START_HOVER_WINDOW = 30
+
+
 def chord_start_solver() -> SESolver:
     """Settings of the start rule: tensor Gauss-Hermite with 12 nodes (the :class:`SESolver` default), with
     4 ring starts in the proximal search (as many local minima found as with 12 at these points, in half the
-    time)."""
-    return SESolver(n_ring=4)
+    time), stopped where its residual hovers (:data:`START_HOVER_WINDOW`)."""
+    return SESolver(n_ring=4, hover_window=START_HOVER_WINDOW)
 
 
 def _free_indices(hold: tuple) -> list[int]:
@@ -257,7 +265,11 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         ``mean`` holds the pooled rule's fixed point and what it predicts, ``stderr`` the standard errors,
         ``runs`` is empty (no scrambling is solved on its own), ``order`` the final log2 points per scrambling.
         ``converged`` is False (with a :class:`~attnlib.exceptions.ConvergenceWarning`) when the chord did not
-        reach ``tol``; ``precise`` is False (with a warning) when ``rtol`` was missed at ``max_order``.
+        reach ``tol``; ``precise`` is False (with a warning) when ``rtol`` was missed at ``max_order``. Where the
+        branch is absent (from a cold start, the start rule's point has its defining overlap below
+        ``VANISH_FLOOR * rho``: no search found the branch), the point that exists is solved with
+        ``m = theta = 0`` held, at ``order`` without doublings (``precise`` may then be False without a warning:
+        the verdict is the answer; ``branch="agnostic"`` holds that point to ``rtol``).
     """
     params.require_two_tokens("solve_chord")
     return _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring,
@@ -272,7 +284,9 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
 
     Where the pooled solve cannot be carried out (a map evaluation leaves the domain of the equations, or a
     step matrix is singular), the answer is the start rule's fixed point, with ``converged=False`` and a warning
-    that names the branch, the point and the failure."""
+    that names the branch, the point and the failure; so it is where the chord ends unconverged farther from a fixed
+    point (a larger residual) than the start rule's point, which then has not converged either (a chord that
+    diverges can end outside the overlaps' admissible set)."""
     base = _start_rule_point(params, alpha, branch, start)
     try:
         fp, hat, calls, residual = _solve(params, alpha, branch, start, CHORD_ORDER, CHORD_SEEDS, ACCURATE_RTOL,
@@ -283,6 +297,12 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
                     f"lambda={params.lam:g}, omega={params.omega:g}): {type(exc).__name__}: {exc}; the numbers are "
                     f"the start rule's ({fallback.rule or 'Gauss-Hermite'}) last iterate")
         return replace(fallback, converged=False)
+    if not fp.converged and base.residual < residual:
+        warn_caller(f"the default rule's chord ended unconverged (branch={branch}, alpha={alpha:g}, "
+                    f"sigma={params.sigma:g}, lambda={params.lam:g}, omega={params.omega:g}) with residual "
+                    f"{residual:.2g}; the numbers are the start rule's ({base.rule or 'Gauss-Hermite'}) last iterate, "
+                    f"residual {base.residual:.2g}")
+        return replace(base, converged=False)
     mean = fp.mean
     rule = f"sobol-sym {len(fp.seeds)} x 2^{fp.order} seeds {','.join(str(s) for s in fp.seeds)}"
     return SEResult(params=params, alpha=fp.alpha, branch=branch, q=mean["q"], m=mean["m"], V=mean["V"],
@@ -308,19 +328,10 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
     t0 = time.perf_counter()
     alpha, seeds, order, max_order, rtol, tol, max_steps, noise_fraction, n_ring = _check_solve_arguments(
         alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring, noise_fraction, start_rule)
-    hold = _hold(params, branch)
     start_solver = chord_start_solver()
-    if start_rule:
-        x0 = (base or _start_rule_point(params, alpha, branch, start)).overlaps
-    else:
-        x0 = Overlaps.from_array(_with_hold(start.as_array(), hold))
-    trivial = x0.q <= TRIVIAL_Q * params.rho
-    if trivial:
-        # the trivial fixed point Q = 0 (the ridge wins): q = m = theta = 0 exactly, and only V is solved for, by
-        # the same chord on the map evaluated at a vanishing q (its limit q -> 0 is regular; at q = 0 itself the
-        # width's conjugate is 0/0)
-        hold = (0.0, 0.0)
-        x0 = Overlaps(q=TRIVIAL_EVAL_Q * params.rho, m=0.0, V=x0.V, theta=0.0)
+    x0, hold, trivial, absent = _chord_start(params, alpha, branch, start, start_rule, base)
+    if absent:
+        max_order = order   # the verdict is the answer: the numbers of the point that exists at the first size
     free = [2] if trivial else _free_indices(hold)
 
     def start_step():
@@ -374,13 +385,49 @@ def _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max
              f"omega={params.omega:g}")
     if not converged:
         warn_caller(f"solve_chord did not converge ({where}): {failure}")
-    elif not precise:
+    elif not precise and not absent:
         warn_caller(f"solve_chord: relative standard error {worst:.2g} > rtol {rtol:g} with {len(seeds)} x "
                     f"2^{order} points ({where}); raise max_order")
     fp = AccurateFixedPoint(params=params, alpha=alpha, branch=branch, mean=mean, stderr=stderr, runs=(),
                             seeds=seeds, order=int(order), converged=converged, precise=precise,
                             seconds=time.perf_counter() - t0)
     return fp, hat, calls, _residual(x, fx)
+
+
+def _chord_start(params, alpha, branch, start, start_rule, base) -> tuple:
+    """``(x0, hold, trivial, absent)``: where the chord of :func:`_solve` starts, the overlaps it holds, and whether
+    that is the trivial point ``Q = 0`` or, the branch being absent, the uninformed point."""
+    hold = _hold(params, branch)
+    if start_rule:
+        point = base or _start_rule_point(params, alpha, branch, start)
+        x0 = point.overlaps
+    else:
+        x0 = Overlaps.from_array(_with_hold(start.as_array(), hold))
+    absent = x0.q > TRIVIAL_Q * params.rho and start_rule and start is None and _collapsed(params, branch, x0)
+    if absent:
+        # the branch is absent (the start rule's search, rescue included, ended on the uninformed point): solve the
+        # point that exists on its own subspace, m = theta = 0 exactly, rather than leave the vanished overlap
+        # free for the pooled rule's noise to give it a spurious value (and its error the rule's doublings); from
+        # the start rule's own point of that subspace where the branch's search ended unconverged (it may have
+        # wandered far from any fixed point)
+        hold = (0.0, 0.0)
+        if not point.converged:
+            own = _start_rule_point(params, alpha, "agnostic", None)
+            x0 = own.overlaps if own.converged or own.residual < point.residual else x0
+        x0 = Overlaps(q=x0.q, m=0.0, V=x0.V, theta=0.0)
+    trivial = x0.q <= TRIVIAL_Q * params.rho
+    if trivial:
+        # the trivial fixed point Q = 0 (the ridge wins): q = m = theta = 0 exactly, and only V is solved for, by
+        # the same chord on the map evaluated at a vanishing q (its limit q -> 0 is regular; at q = 0 itself the
+        # width's conjugate is 0/0)
+        hold = (0.0, 0.0)
+        x0 = Overlaps(q=TRIVIAL_EVAL_Q * params.rho, m=0.0, V=x0.V, theta=0.0)
+    return x0, hold, trivial, absent
+
+
+def _collapsed(params: TaskParams, branch: str, x: Overlaps) -> bool:
+    """Has the semantic or positional branch's defining overlap vanished at ``x`` (below ``VANISH_FLOOR * rho``)?"""
+    return branch in ("semantic", "positional") and defining_overlap(branch, x) < VANISH_FLOOR * params.rho
 
 
 def _check_solve_arguments(alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring,

@@ -21,7 +21,8 @@ from ..model.state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _
                                      _residual, conjugates_and_energy, default_start, overlaps_from_conjugates,
                                      se_nodes, symmetry_generators)
 
-__all__ = ["iterate_state_evolution", "resolve_start", "START_WIDTHS", "STALL_WINDOW", "STALL_FACTOR", "STALL_ABOVE"]
+__all__ = ["iterate_state_evolution", "resolve_start", "START_WIDTHS", "STALL_WINDOW", "STALL_FACTOR", "STALL_ABOVE",
+           "HOVER_BELOW"]
 
 
 #: The iteration stops, unconverged, when its best residual over the last ``STALL_WINDOW`` iterations is no better
@@ -30,6 +31,10 @@ STALL_WINDOW = 60
 STALL_FACTOR = 0.9
 #: ... and only while its best residual is above ``STALL_ABOVE`` times the tolerance.
 STALL_ABOVE = 1e3
+
+#: ``SESolver.hover_window`` stops an iteration only once its best residual is below this (near a fixed point: a
+#: transient's residual can rise and fall for a while before it settles).
+HOVER_BELOW = 1e-2
 
 #: Where the image of the start leaves the domain, the start's width ``V`` is multiplied by each of these in turn.
 START_WIDTHS = (0.25, 4.0, 1 / 16, 16.0, 1 / 64, 64.0, 1 / 256)
@@ -235,9 +240,8 @@ def _iterate(params: TaskParams, alpha: float, x: Overlaps, solver: SESolver, ho
         if res < solver.tol:
             converged = True  # x is a fixed point; hat and mean_M were computed at x
             break
-        if _stalled(residuals[fine_from:], solver.tol):
-            failure = (f"the residual stalled: no better than {STALL_FACTOR:g} x its best ({min(residuals):.2e}) "
-                       f"over the last {STALL_WINDOW} iterations")
+        failure = _no_headway(residuals[fine_from:], solver)
+        if failure:
             break
         x = _next_iterate(xa, fa, hist_x, hist_f, solver, params.rho)
 
@@ -273,6 +277,25 @@ def _stalled(residuals: list, tol: float) -> bool:
     if len(residuals) <= STALL_WINDOW or min(residuals) <= STALL_ABOVE * tol:
         return False
     return min(residuals[-STALL_WINDOW:]) > STALL_FACTOR * min(residuals[:-STALL_WINDOW])
+
+
+def _no_headway(residuals: list, solver: SESolver) -> str | None:
+    """Why the iteration stops short of the tolerance (:func:`_stalled`, :func:`_hovering`), or None to go on."""
+    if _stalled(residuals, solver.tol):
+        return (f"the residual stalled: no better than {STALL_FACTOR:g} x its best ({min(residuals):.2e}) over the "
+                f"last {STALL_WINDOW} iterations")
+    if _hovering(residuals, solver.hover_window):
+        return (f"the residual hovers: its best of the last {solver.hover_window} iterations is no better than half "
+                f"the best before them ({min(residuals):.2e})")
+    return None
+
+
+def _hovering(residuals: list, window: int) -> bool:
+    """Has the residual stopped falling near a fixed point, its best below :data:`HOVER_BELOW`
+    (``SESolver.hover_window``; ``window`` 0: never)?"""
+    if window <= 0 or len(residuals) < 2 * window or min(residuals) > HOVER_BELOW:
+        return False
+    return min(residuals[-window:]) > 0.5 * min(residuals[-2 * window:-window])
 
 
 def _fixed_point_result(params: TaskParams, alpha: float, branch: str, out: _Outcome, pinned: bool,
