@@ -6,8 +6,9 @@ the authors' numerics.
 """
 from __future__ import annotations
 
+import difflib
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -33,6 +34,8 @@ __all__ = [
     "check_finite_scalar",
     "check_positive",
     "check_alpha",
+    "check_choice",
+    "check_params",
 ]
 
 
@@ -76,8 +79,40 @@ def check_positive(name: str, value) -> float:
 
 
 def check_alpha(alpha) -> float:
-    """Validate a sample complexity ``alpha = n/d``: finite and in ``(0, inf)``."""
+    """Validate a sample complexity ``alpha = n/d``: finite and in ``(0, inf)``; several values (a sequence or an
+    array) are refused with a pointer to :func:`attnlib.alpha_sweep`."""
+    if isinstance(alpha, (list, tuple, np.ndarray)) and np.ndim(alpha) > 0:
+        raise ValueError(f"alpha must be a single number in (0, inf), got {type(alpha).__name__} of {np.size(alpha)} "
+                         f"values; for several values of alpha use attnlib.alpha_sweep(params, alphas)")
     return check_positive("alpha", alpha)
+
+
+def _did_you_mean(value, choices) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices`` to a string ``value``, or ``""``."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value.lower(), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_choice(name: str, value, choices) -> str:
+    """Return ``value`` if it is one of ``choices``, else raise ``ValueError`` naming ``name`` and the choices, with
+    the closest one suggested for a misspelling."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}{_did_you_mean(value, choices)}")
+    return value
+
+
+def check_params(params, where: str):
+    """Return ``params`` if it is a :class:`TaskParams`, else raise ``ValueError`` saying how to build one
+    (``where``: the function that needs it)."""
+    if isinstance(params, TaskParams):
+        return params
+    if isinstance(params, dict):
+        raise ValueError(f"{where}: params must be an attnlib.TaskParams, got a dict; build one with "
+                         f"attnlib.TaskParams(**params) (fields sigma, lam, omega, A)")
+    raise ValueError(f"{where}: params must be an attnlib.TaskParams(sigma=..., lam=..., omega=..., A=...), got "
+                     f"{type(params).__name__}")
 
 
 def _check_matrix(A) -> tuple:
@@ -97,7 +132,12 @@ def _check_matrix(A) -> tuple:
     return tuple(tuple(float(v) for v in row) for row in arr)
 
 
-@dataclass(frozen=True)
+#: Names a user may reach for, and the field each means.
+_ALIASES = {"lambda": "lam", "lambda_": "lam", "lmbda": "lam", "ridge": "lam", "l2": "lam", "sig": "sigma",
+            "w": "omega", "A_matrix": "A", "a": "A"}
+
+
+@dataclass(frozen=True, init=False)
 class TaskParams:
     """Parameters of the teacher-student attention task (book chapter 2, :eq:`eq-tokens`, :eq:`eq-teacher`).
 
@@ -127,6 +167,17 @@ class TaskParams:
     lam: float = 0.01
     omega: float = 0.3
     A: tuple = field(default=STANDARD_A)
+
+    def __init__(self, sigma: float = 0.5, lam: float = 0.01, omega: float = 0.3, A: tuple = STANDARD_A, **unknown):
+        if unknown:
+            names = [f.name for f in fields(self)]
+            hints = [f"{k!r}" + (f" (did you mean {_ALIASES[k]!r}?)" if k in _ALIASES else _did_you_mean(k, names))
+                     for k in unknown]
+            raise TypeError(f"TaskParams got unexpected keyword argument(s) {', '.join(hints)}; its fields are "
+                            f"sigma, lam (the ridge penalty lambda), omega and A")
+        for name, value in (("sigma", sigma), ("lam", lam), ("omega", omega), ("A", A)):
+            object.__setattr__(self, name, value)
+        self.__post_init__()
 
     def __post_init__(self):
         sigma = check_positive("sigma", self.sigma)

@@ -19,7 +19,7 @@ from scipy.optimize import brentq
 
 from ...cache import cached
 from ...exceptions import ThresholdNotFound, warn_caller
-from ...params import TaskParams
+from ...params import TaskParams, check_params
 from .continuation import BranchTrace
 from ..solve.newton import FixedPointMap
 from ..model.generalisation import linear_baseline_error
@@ -88,7 +88,7 @@ def critical_alpha(params: TaskParams, solver=None, alphas=None, xtol: float = 1
         With the reason: a branch does not exist in the range, the branches do not coexist, or the gap does
         not change sign where they do.
     """
-    params.require_two_tokens("critical_alpha")
+    check_params(params, "critical_alpha").require_two_tokens("critical_alpha")
     settings = continuation_settings(solver)
     lo, hi = _range(alpha_range, alphas)
 
@@ -150,7 +150,7 @@ def linear_crossing_alpha(params: TaskParams, solver=None, alphas=None, xtol: fl
     ThresholdNotFound
         If the global minimum's test error stays above ``eps_lin`` on the range.
     """
-    params.require_two_tokens("linear_crossing_alpha")
+    check_params(params, "linear_crossing_alpha").require_two_tokens("linear_crossing_alpha")
     settings = continuation_settings(solver)
     lo, hi = _range(alpha_range, alphas)
 

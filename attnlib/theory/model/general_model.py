@@ -37,7 +37,7 @@ import numpy as np
 from scipy.special import ndtri
 from scipy.stats import qmc
 
-from ...params import TaskParams, check_finite_scalar, check_int, check_seeds
+from ...params import TaskParams, check_choice, check_finite_scalar, check_int, check_seeds
 from .attention import softmax_rows, teacher_attention
 from .general_prox import GeneralProx, prox_from_centre, prox_global, prox_warm, resolve_backend, sqrtm_spd
 from .state_evolution import BRANCHES
@@ -316,8 +316,7 @@ def general_default_start(params: TaskParams, branch: str, rank: int = 1) -> Gen
     :func:`attnlib.theory.model.state_evolution.default_start`): near the teacher (semantic), along the principal
     positional direction of ``A`` (positional), a small uninformed student (agnostic), or a bit of both (free);
     the extra columns of a rank ``r > 1`` student start small and generic."""
-    if branch not in BRANCHES:
-        raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+    check_choice("branch", branch, BRANCHES)
     rank = check_int("rank", rank, 1)
     rho, L = params.rho, params.L
     u = principal_position_direction(params.A_array) * math.sqrt(2.0)  # at L = 2: (1, -1)
@@ -346,8 +345,7 @@ def general_default_start(params: TaskParams, branch: str, rank: int = 1) -> Gen
 
 def _hold(branch: str) -> tuple[bool, bool]:
     """Whether ``M`` and ``theta`` are held at zero on ``branch``."""
-    if branch not in BRANCHES:
-        raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+    check_choice("branch", branch, BRANCHES)
     return branch in ("semantic", "agnostic"), branch in ("positional", "agnostic")
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from ...params import TaskParams
+from ...params import TaskParams, check_params
 from .generalisation import test_error_from_overlaps
 from .quadrature import Quadrature
 from .status import branch_status, defining_overlap
@@ -96,7 +96,7 @@ def population_minimum(params: TaskParams, branch: str = "semantic",
     PopulationMinimum
         The lowest of bounded L-BFGS minimisations from a few starts.
     """
-    params.require_two_tokens("population_minimum")
+    check_params(params, "population_minimum").require_two_tokens("population_minimum")
     if branch not in ("semantic", "positional", "free"):
         raise ValueError(f"branch must be 'semantic', 'positional' or 'free', got {branch!r}")
 

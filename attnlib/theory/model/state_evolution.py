@@ -40,7 +40,7 @@ from scipy.special import expit
 
 from .attention import teacher_diagonal
 from .generalisation import POSITION_SIGNS
-from ...params import TaskParams, check_finite_scalar
+from ...params import TaskParams, check_choice, check_finite_scalar
 from .proximal import PROX_BACKENDS, PROX_MODES, minimise_locally, resolve_backend, solve_prox
 from .quadrature import Quadrature
 from .status import branch_status, defining_overlap
@@ -252,8 +252,7 @@ def _hold(params: TaskParams, branch: str, fix_m=None, fix_theta=None) -> tuple:
     flips the ``theta_hat`` integrand. The semantic branch holds ``m = 0``, the positional one ``theta = 0``,
     the agnostic point both, and ``"free"`` neither.
     """
-    if branch not in BRANCHES:
-        raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+    check_choice("branch", branch, BRANCHES)
     pin_m = 0.0 if branch in ("semantic", "agnostic") else None
     pin_theta = 0.0 if branch in ("positional", "agnostic") else None
     if fix_m is not None:
@@ -266,6 +265,7 @@ def _hold(params: TaskParams, branch: str, fix_m=None, fix_theta=None) -> tuple:
 def default_start(params: TaskParams, branch: str) -> Overlaps:
     """Starting overlaps of a branch: close to the teacher (semantic), to the positional direction
     (positional), a small uninformed student (agnostic), or a bit of both (free)."""
+    check_choice("branch", branch, BRANCHES)
     rho = params.rho
     if branch == "semantic":
         return Overlaps(q=rho, m=0.0, V=1.0, theta=0.9 * rho)
@@ -275,7 +275,7 @@ def default_start(params: TaskParams, branch: str) -> Overlaps:
         return Overlaps(q=0.2 * rho, m=0.25, V=1.0, theta=0.0)
     if branch == "agnostic":
         return Overlaps(q=0.2 * rho, m=0.0, V=1.0, theta=0.0)
-    raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+    raise AssertionError(f"no default start for {branch!r}")  # pragma: no cover - every branch has one
 
 
 def _check_state(x: Overlaps, rho: float) -> None:

@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ...exceptions import warn_caller
-from ...params import TaskParams, check_alpha, check_finite_scalar, check_int, check_seeds
+from ...params import (TaskParams, check_alpha, check_choice, check_finite_scalar, check_int, check_params,
+                       check_seeds)
 from ..model.quadrature import Quadrature, scrambling_mean
 from ..model.state_evolution import BRANCHES, Overlaps, SESolver
 from .branch_points import follow_branch
@@ -123,8 +124,7 @@ def check_rule_arguments(alpha, branch, seeds, order, max_order, rtol) -> tuple:
     max_order = check_int("max_order", max_order, order)
     if max_order > 22:
         raise ValueError(f"max_order must lie in [order, 22] = [{order}, 22], got {max_order}")
-    if branch not in BRANCHES or branch == "free":
-        raise ValueError(f"branch must be one of {tuple(b for b in BRANCHES if b != 'free')}, got {branch!r}")
+    check_choice("branch", branch, tuple(b for b in BRANCHES if b != "free"))
     return alpha, check_seeds("seeds", seeds), order, max_order, rtol
 
 
@@ -175,7 +175,7 @@ def solve_accurately(params: TaskParams, alpha: float, branch: str = "semantic",
     the positional branch the fixed points of three scramblings of ``2**17`` points have a standard
     deviation of 0.6 % in ``m``, and the rule is raised to ``2**19`` points.
     """
-    params.require_two_tokens("solve_accurately")
+    check_params(params, "solve_accurately").require_two_tokens("solve_accurately")
     alpha, seeds, order, max_order, rtol = check_rule_arguments(alpha, branch, seeds, order, max_order, rtol)
     if base is not None and not isinstance(base, SESolver):
         raise ValueError(f"base must be an SESolver, got {type(base).__name__}")

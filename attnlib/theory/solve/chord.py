@@ -34,7 +34,7 @@ import numpy as np
 
 from ...cache import cache_key
 from ...exceptions import ConvergenceWarning, warn_caller
-from ...params import TaskParams, check_finite_scalar, check_int
+from ...params import TaskParams, check_finite_scalar, check_int, check_params
 from .accurate import ACCURATE_FIELDS, ACCURATE_RTOL, AccurateFixedPoint, check_rule_arguments
 from .differences import central_jacobian
 from ..model.generalisation import test_error_from_overlaps
@@ -271,7 +271,7 @@ def solve_chord(params: TaskParams, alpha: float, branch: str = "semantic", star
         ``m = theta = 0`` held, at ``order`` without doublings (``precise`` may then be False without a warning:
         the verdict is the answer; ``branch="agnostic"`` holds that point to ``rtol``).
     """
-    params.require_two_tokens("solve_chord")
+    check_params(params, "solve_chord").require_two_tokens("solve_chord")
     return _solve(params, alpha, branch, start, order, seeds, rtol, max_order, tol, max_steps, n_ring,
                   noise_fraction, start_rule, own_jacobian)[0]
 

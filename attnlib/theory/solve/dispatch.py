@@ -7,7 +7,7 @@ iterate_state_evolution`), and the general engine (:func:`attnlib.solve_general`
 """
 from __future__ import annotations
 
-from ...params import TaskParams, check_alpha, check_int
+from ...params import TaskParams, check_alpha, check_choice, check_int, check_params
 from .chord import accurate_result
 from ..model.general_model import GeneralSolver
 from .general_state_evolution import solve_general
@@ -75,6 +75,7 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
         the positional one, and ``theta >= 0`` on the free one (unless an overlap is pinned with ``fix_m`` /
         ``fix_theta``).
     """
+    check_params(params, "solve_state_evolution")
     rank = check_int("rank", rank, 1)
     if rank != 1 or params.L != 2 or isinstance(solver, GeneralSolver):
         if fix_m is not None or fix_theta is not None or record_history:
@@ -87,8 +88,7 @@ def solve_state_evolution(params: TaskParams, alpha: float, branch: str = "seman
     alpha = check_alpha(alpha)
     pinned = fix_m is not None or fix_theta is not None
     if solver is None and not (pinned or record_history or branch == "free"):
-        if branch not in BRANCHES:
-            raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+        check_choice("branch", branch, BRANCHES)
         if start is not None:
             resolve_start(params, branch, start, _hold(params, branch))
         return accurate_result(params, alpha, branch, start)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...exceptions import warn_caller
-from ...params import TaskParams, check_alpha, check_finite_scalar, check_positive
+from ...params import TaskParams, check_alpha, check_choice, check_finite_scalar, check_positive
 from ..model.generalisation import test_error_from_overlaps
 from ..model.state_evolution import (BRANCHES, Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy,
                                      _hold, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
@@ -136,8 +136,7 @@ class FixedPointMap:
     """
 
     def __init__(self, params: TaskParams, branch: str, solver: SESolver | None = None, cheap: bool = True):
-        if branch not in BRANCHES:
-            raise ValueError(f"branch must be one of {BRANCHES}, got {branch!r}")
+        check_choice("branch", branch, BRANCHES)
         self.params, self.branch = params, branch
         self.solver = solver or SESolver()
         self.hold = _hold(params, branch)

@@ -27,7 +27,7 @@ import pandas as pd
 from ...cache import cached
 from ...exceptions import ConvergenceWarning, ThresholdNotFound, warn_caller
 from ...parallel import run_jobs
-from ...params import TaskParams
+from ...params import TaskParams, check_choice, check_params
 from ..solve.branch_points import follow_branch
 from ..model.status import defining_overlap
 from ..model.generalisation import linear_baseline_error
@@ -98,6 +98,8 @@ def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
     standard errors; an :class:`~attnlib.theory.model.state_evolution.SESolver` iterates its single rule instead
     (faster, with the bias the numerics appendix measures, and no error column).
 
+    ``branches`` is a sequence of branch names (``"semantic"``, ``"positional"``, ``"agnostic"``) or one name.
+
     Returns
     -------
     pandas.DataFrame
@@ -107,10 +109,13 @@ def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
         the default rule, the standard errors ``q_err, m_err, V_err, theta_err, test_error_err,
         train_loss_err``.
     """
-    params.require_two_tokens("alpha_sweep")
+    check_params(params, "alpha_sweep").require_two_tokens("alpha_sweep")
     if solver is not None and not isinstance(solver, SESolver):
         raise ValueError(f"solver must be an SESolver or None, got {type(solver).__name__}")
     grid = np.sort(_check_grid(alphas))
+    branches = (branches,) if isinstance(branches, str) else tuple(branches)
+    for b in branches:
+        check_choice("branches", b, ("semantic", "positional", "agnostic"))
 
     jobs = [(_cached_curve, dict(params=params, alphas=grid[::-1] if b == "semantic" else grid, branch=b,
                                  solver=solver, use_cache=use_cache)) for b in branches]
@@ -150,7 +155,7 @@ def branch_ends(params: TaskParams, solver=None, alpha_range=DEFAULT_RANGE, use_
     """Where each branch ends and how (``attnlib.theory.branches.continuation.END_KINDS``; traced over ``alpha_range``
     widened to ``DEFAULT_RANGE``): one row per (branch, side) with ``kind``, ``alpha`` and the defining
     overlap at the last point of the branch."""
-    params.require_two_tokens("branch_ends")
+    check_params(params, "branch_ends").require_two_tokens("branch_ends")
     settings = continuation_settings(solver)
     rng = _trace_range(*_range(alpha_range, None))
     rows = []
@@ -240,7 +245,7 @@ def phase_diagram(params: TaskParams, omegas, solver=None, alpha_range=DEFAULT_R
     Points run in parallel through
     ``attnlib.parallel.run_jobs`` (``n_jobs``).
     """
-    params.require_two_tokens("phase_diagram")
+    check_params(params, "phase_diagram").require_two_tokens("phase_diagram")
     settings = continuation_settings(solver)
     if isinstance(scramblings, bool) or not isinstance(scramblings, (int, np.integer)) or scramblings < 1:
         raise ValueError(f"scramblings must be an integer >= 1, got {scramblings!r}")
