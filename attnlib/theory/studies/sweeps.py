@@ -121,7 +121,19 @@ def alpha_sweep(params: TaskParams, alphas, branches=("semantic", "positional"),
                                  solver=solver, use_cache=use_cache)) for b in branches]
     parts = run_jobs(jobs, n_jobs=n_jobs)
     df = pd.DataFrame([row for part in parts for row in part])
-    return df.sort_values(["branch", "alpha"]).reset_index(drop=True)
+    return tidy_columns(df.sort_values(["branch", "alpha"]).reset_index(drop=True), params)
+
+
+#: The leading columns of a sweep table after the task's parameters, in this order; the others follow as they come.
+LEADING_COLUMNS = ("alpha", "branch", "status", "converged", "q", "m", "V", "theta", "test_error", "train_loss",
+                   "q_err", "m_err", "V_err", "theta_err", "test_error_err", "train_loss_err")
+
+
+def tidy_columns(df: pd.DataFrame, params: TaskParams) -> pd.DataFrame:
+    """``df`` with its columns in the order of a tidy table: the task's parameters (``params.as_dict()``), then
+    :data:`LEADING_COLUMNS`, then the rest (conjugates, solver diagnostics) in their order."""
+    first = [c for c in (*params.as_dict(), *LEADING_COLUMNS) if c in df.columns]
+    return df[first + [c for c in df.columns if c not in first]]
 
 
 def branch_curvature(params: TaskParams, alpha: float, branch: str, solver: SESolver | None = None,
