@@ -7,6 +7,7 @@ so far kept as explicit cases. The large sample is ``benchmarks/bench_domain.py`
 """
 import math
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from attnlib import (DOMAIN, STANDARD_A, ConvergenceWarning, TaskParams, alpha_sweep, population_minimum,
                      solve_state_evolution, teacher_attention, test_error_from_overlaps)
-from attnlib.theory.model.status import DETECTION_SIGMAS, STATUSES, VANISH_FLOOR, branch_status
+from attnlib.theory.model.status import DETECTION_SIGMAS, STATUSES, VANISH_FLOOR, branch_status, impossible
 from attnlib.book.explorer import explorer_view
 from attnlib.theory.solve.branch_points import _cold_starts, _newton_search, _search_under
 from attnlib.theory.solve.chord import START_HOVER_WINDOW, chord_start_solver
@@ -133,6 +134,21 @@ def test_status_rules():
     assert branch_status("positional", True, 0.5e-3, 0.0, 1.0) == "branch-absent"   # below the floor
     assert branch_status("positional", True, 2e-3, math.nan, 1.0) == "on-branch"    # no error measured
     assert branch_status("agnostic", True, 0.0, 0.0, 1.0) == "on-branch"
+
+
+def test_impossible_results_are_named():
+    """The two bounds every student's fixed point obeys, and the slack its standard errors give."""
+    params = TaskParams(sigma=0.5, lam=0.01, omega=0.3)
+    ok = SimpleNamespace(q=0.2, m=0.5, theta=0.1, train_loss=0.01)       # 0.2 >= 0.25 * 0.25 + 0.01 / 0.25
+    assert impossible(params, ok) is None
+    assert "training loss" in impossible(params, SimpleNamespace(q=0.2, m=0.5, theta=0.1, train_loss=-0.01))
+    negative = SimpleNamespace(q=0.2, m=0.5, theta=0.1, train_loss=-0.01)
+    assert impossible(params, negative, {"train_loss": 0.01}) is None
+    # the impossible row of a sweep at sigma 0.7 (m = -1.03, q = 0.3 < 0.49 * 1.03^2), and within 4 standard errors
+    params = TaskParams(sigma=0.7, lam=0.05, omega=0.2)
+    tight = SimpleNamespace(q=0.3, m=1.03, theta=0.0, train_loss=0.01)
+    assert "below sigma^2 m^2" in impossible(params, tight)
+    assert impossible(params, tight, {"q": 0.001, "m": 0.1}) is None
 
 
 def test_population_minimum_is_the_minimum_of_the_population_risk():

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["STATUSES", "VANISH_FLOOR", "DETECTION_SIGMAS", "defining_overlap", "branch_status"]
+__all__ = ["STATUSES", "VANISH_FLOOR", "DETECTION_SIGMAS", "IMPOSSIBLE_SIGMAS", "defining_overlap", "branch_status",
+           "impossible"]
 
 #: The outcomes of a solve: a verified fixed point on the requested branch; the branch does not exist there (the
 #: numbers are the fixed point that does); the tolerance was not reached (the numbers are the last iterate).
@@ -55,3 +56,27 @@ def branch_status(branch: str, converged: bool, overlap: float, overlap_err: flo
     if not math.isfinite(overlap) or overlap < VANISH_FLOOR * rho or overlap <= DETECTION_SIGMAS * err:
         return "branch-absent"
     return "on-branch"
+
+
+#: A result counts as impossible only where it lies this many standard errors beyond a physical bound.
+IMPOSSIBLE_SIGMAS = 4.0
+
+
+def impossible(params, x, stderr: dict | None = None) -> str | None:
+    """Why the overlaps and losses ``x`` (with ``q, m, theta, train_loss``) cannot be a student's, or None.
+
+    Two bounds hold at every fixed point that is a student: the training loss (a squared loss plus a ridge) is not
+    negative, and the student's norm bounds its parts along the positional direction and the teacher,
+    ``q >= sigma^2 m^2 + theta^2 / sigma^2`` (``attnlib.theory.model.population``). A point beyond either by more
+    than :data:`IMPOSSIBLE_SIGMAS` standard errors (``stderr``, empty for a single rule) is a failure of the solve.
+    """
+    err = stderr or {}
+    s2 = params.sigma ** 2
+    if x.train_loss < -IMPOSSIBLE_SIGMAS * err.get("train_loss", 0.0) - 1e-12:
+        return f"a negative training loss ({x.train_loss:.3g})"
+    slack = IMPOSSIBLE_SIGMAS * (err.get("q", 0.0) + 2 * s2 * abs(x.m) * err.get("m", 0.0)
+                                 + 2 * abs(x.theta) * err.get("theta", 0.0) / s2) + 1e-9 * max(x.q, 1e-300)
+    bound = s2 * x.m ** 2 + x.theta ** 2 / s2
+    if x.q < bound - slack:
+        return f"q = {x.q:.3g} below sigma^2 m^2 + theta^2 / sigma^2 = {bound:.3g}"
+    return None

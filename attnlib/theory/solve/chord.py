@@ -39,7 +39,7 @@ from .accurate import ACCURATE_FIELDS, ACCURATE_RTOL, AccurateFixedPoint, check_
 from .differences import central_jacobian
 from ..model.generalisation import test_error_from_overlaps
 from ..model.quadrature import Quadrature
-from ..model.status import VANISH_FLOOR, defining_overlap
+from ..model.status import VANISH_FLOOR, defining_overlap, impossible
 from ..model.state_evolution import (Conjugates, Overlaps, SEResult, SESolver, _check_state, _free_energy, _hold,
                                      _residual, conjugates_and_energy, overlaps_from_conjugates, se_nodes,
                                      symmetry_generators)
@@ -286,7 +286,9 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
     step matrix is singular), the answer is the start rule's fixed point, with ``converged=False`` and a warning
     that names the branch, the point and the failure; so it is where the chord ends unconverged farther from a fixed
     point (a larger residual) than the start rule's point, which then has not converged either (a chord that
-    diverges can end outside the overlaps' admissible set)."""
+    diverges can end outside the overlaps' admissible set). A converged fixed point that cannot be a student's
+    (:func:`~attnlib.theory.model.status.impossible`: a negative training loss, ``q < sigma^2 m^2 + theta^2 /
+    sigma^2``) is reported as not converged, with a warning."""
     base = _start_rule_point(params, alpha, branch, start)
     try:
         fp, hat, calls, residual = _solve(params, alpha, branch, start, CHORD_ORDER, CHORD_SEEDS, ACCURATE_RTOL,
@@ -305,11 +307,18 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
         return replace(base, converged=False)
     mean = fp.mean
     rule = f"sobol-sym {len(fp.seeds)} x 2^{fp.order} seeds {','.join(str(s) for s in fp.seeds)}"
-    return SEResult(params=params, alpha=fp.alpha, branch=branch, q=mean["q"], m=mean["m"], V=mean["V"],
-                    theta=mean["theta"], q_hat=hat.q_hat, m_hat=hat.m_hat, V_hat=hat.V_hat,
-                    theta_hat=hat.theta_hat, test_error=mean["test_error"], train_loss=mean["train_loss"],
-                    converged=fp.converged, n_iter=calls, residual=residual, seconds=fp.seconds, rule=rule,
-                    stderr=dict(fp.stderr))
+    result = SEResult(params=params, alpha=fp.alpha, branch=branch, q=mean["q"], m=mean["m"], V=mean["V"],
+                      theta=mean["theta"], q_hat=hat.q_hat, m_hat=hat.m_hat, V_hat=hat.V_hat,
+                      theta_hat=hat.theta_hat, test_error=mean["test_error"], train_loss=mean["train_loss"],
+                      converged=fp.converged, n_iter=calls, residual=residual, seconds=fp.seconds, rule=rule,
+                      stderr=dict(fp.stderr))
+    why = impossible(params, result, result.stderr) if result.converged else None
+    if why:
+        warn_caller(f"the default rule's fixed point is not a student's (branch={branch}, alpha={alpha:g}, "
+                    f"sigma={params.sigma:g}, lambda={params.lam:g}, omega={params.omega:g}): {why}; reported as "
+                    f"not converged")
+        result = replace(result, converged=False)
+    return result
 
 
 def _start_rule_point(params: TaskParams, alpha: float, branch: str, start: Overlaps | None) -> SEResult:
