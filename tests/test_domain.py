@@ -228,3 +228,13 @@ def test_coarse_screening_keeps_the_rescue_verdict(alpha, branch, found):
     assert (screened is not None) == (fine is not None) == found
     if found:
         assert screened.m == pytest.approx(fine.m, rel=1e-4)
+
+
+def test_the_representative_has_the_defining_overlap_non_negative():
+    """sigma 0.7, lambda 0.05, omega 0.3, A = [[0.8, 0.2], [0.3, 0.7]], alpha 1, semantic: just below the branch's
+    fold the pooled chord ends with theta a hair below zero; the answer is the representative with theta >= 0 (Q and
+    -Q are the same student up to the model's symmetry), its conjugate flipped with it."""
+    params = TaskParams(sigma=0.7, lam=0.05, omega=0.3, A=((0.8, 0.2), (0.3, 0.7)))
+    r = solve_state_evolution(params, 1.0, "semantic")
+    assert r.theta >= 0.0 and r.m == 0.0
+    assert r.theta_hat * r.theta >= 0.0

@@ -306,10 +306,13 @@ def accurate_result(params: TaskParams, alpha: float, branch: str, start: Overla
                     f"residual {base.residual:.2g}")
         return replace(base, converged=False)
     mean = fp.mean
+    # Q -> -Q flips (m, theta): the representative with the branch's defining overlap non-negative (the pooled
+    # chord can end a hair below zero where that overlap all but vanishes)
+    sign = -1.0 if (mean["m"] if branch == "positional" else mean["theta"]) < 0 else 1.0
     rule = f"sobol-sym {len(fp.seeds)} x 2^{fp.order} seeds {','.join(str(s) for s in fp.seeds)}"
-    result = SEResult(params=params, alpha=fp.alpha, branch=branch, q=mean["q"], m=mean["m"], V=mean["V"],
-                      theta=mean["theta"], q_hat=hat.q_hat, m_hat=hat.m_hat, V_hat=hat.V_hat,
-                      theta_hat=hat.theta_hat, test_error=mean["test_error"], train_loss=mean["train_loss"],
+    result = SEResult(params=params, alpha=fp.alpha, branch=branch, q=mean["q"], m=sign * mean["m"], V=mean["V"],
+                      theta=sign * mean["theta"], q_hat=hat.q_hat, m_hat=sign * hat.m_hat, V_hat=hat.V_hat,
+                      theta_hat=sign * hat.theta_hat, test_error=mean["test_error"], train_loss=mean["train_loss"],
                       converged=fp.converged, n_iter=calls, residual=residual, seconds=fp.seconds, rule=rule,
                       stderr=dict(fp.stderr))
     why = impossible(params, result, result.stderr) if result.converged else None
